@@ -1,0 +1,186 @@
+// Command ilbadm administers the Integrated Load Balancer with Oracle Solaris' syntax,
+// output and messages, talking to ilbd over its control socket.
+package main
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ilbgo/ilb/api"
+	"github.com/ilbgo/ilb/compat"
+)
+
+// usageText is Solaris' usage message, verbatim (trailing blanks and the unbalanced ']'
+// included); each line's leading "ilbadm" is replaced by the program's base name.
+//
+//go:embed usage.txt
+var usageText string
+
+// env is what a subcommand runs with; tests give it buffers instead of the process' files.
+type env struct {
+	stdout, stderr io.Writer
+	stdin          io.Reader
+	prog           string
+	socket         string
+	importing      bool // running a line of import-config
+}
+
+// errSilent reports failure whose messages were already printed.
+var errSilent = errors.New("failed")
+
+// fail prints each line of a CLI error with Solaris' prefix and returns errSilent.
+func (e *env) fail(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *compat.CLIError
+	switch {
+	case errors.As(err, &ce):
+		for _, l := range ce.Lines {
+			fmt.Fprintf(e.stderr, "ilbadm: %s\n", l)
+		}
+	case errors.Is(err, errSilent):
+	default:
+		fmt.Fprintf(e.stderr, "ilbadm: %s\n", err)
+	}
+	return errSilent
+}
+
+// failf prints one formatted message.
+func (e *env) failf(format string, a ...any) error {
+	return e.fail(compat.Errorf(format, a...))
+}
+
+// dial connects to ilbd; its failure prints "socket() failed" as on Solaris.
+func (e *env) dial() (*api.Client, error) {
+	c, err := api.Dial(e.socket)
+	if err != nil {
+		return nil, e.fail(err)
+	}
+	return c, nil
+}
+
+func (e *env) usage() {
+	fmt.Fprint(e.stderr, strings.ReplaceAll("\n"+usageText, "\nilbadm ", "\n"+e.prog+" ")[1:])
+}
+
+// command is one subcommand: the Solaris name, its short alias and its implementation.
+type command struct {
+	name, alias string
+	run         func(e *env, args []string) error
+}
+
+// commands lists the subcommands in Solaris' order.
+var commands = []command{
+	{"create-rule", "create-rl", createRule},
+	{"delete-rule", "delete-rl", deleteRule},
+	{"enable-rule", "enable-rl", enableRule},
+	{"disable-rule", "disable-rl", disableRule},
+	{"show-rule", "show-rl", showRule},
+	{"create-servergroup", "create-sg", createServerGroup},
+	{"delete-servergroup", "delete-sg", deleteServerGroup},
+	{"show-servergroup", "show-sg", showServerGroup},
+	{"add-server", "add-srv", addServer},
+	{"remove-server", "remove-srv", removeServer},
+	{"disable-server", "disable-srv", disableServer},
+	{"enable-server", "enable-srv", enableServer},
+	{"show-server", "show-srv", showServer},
+}
+
+// lookup matches a subcommand name or alias case-insensitively, as Solaris does.
+func lookup(name string) *command {
+	for i := range commands {
+		if strings.EqualFold(name, commands[i].name) || strings.EqualFold(name, commands[i].alias) {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+func main() {
+	e := &env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin,
+		prog: filepath.Base(os.Args[0]), socket: api.SocketPath()}
+	os.Exit(e.main(os.Args[1:]))
+}
+
+// main runs one ilbadm command line and returns the exit status.
+func (e *env) main(args []string) int {
+	// Global options first, as getopt(":V:?") does in Solaris' main.
+	g := newGetopt(append([]string{e.prog}, args...), ":V:?")
+	for c := g.next(); c != 0; c = g.next() {
+		switch c {
+		case 'V':
+			e.version()
+			return 0
+		case ':':
+			if g.optopt == 'V' {
+				// Bare -V: Solaris reports a misplaced option here; printing the version is a
+				// listed fix (spec policy 3).
+				e.version()
+				return 0
+			}
+			fallthrough
+		default:
+			if g.optopt == '?' {
+				e.usage()
+				return 1
+			}
+			fmt.Fprintf(e.stderr, "ilbadm: bad or misplaced option %s\n", g.lastArg())
+			e.usage()
+			return 1
+		}
+	}
+	rest := g.rest()
+	if len(rest) == 0 {
+		fmt.Fprintln(e.stderr, "ilbadm: the command line is incomplete (more arguments expected)")
+		e.usage()
+		return 1
+	}
+	if e.dispatch(rest) != nil {
+		return 1
+	}
+	return 0
+}
+
+func (e *env) version() {
+	fmt.Fprintf(e.stdout, "%s 1.0\nCopyright 2009 Sun Microsystems, Inc.  All rights reserved.\nUse is subject to license terms.\n", e.prog)
+}
+
+// dispatch runs a subcommand line (argv[0] is the subcommand) through the urfave/cli
+// command table. Flag parsing is left to each command: Solaris' getopt grammar (clustered
+// options, "-o" lists, operands) is not urfave's.
+func (e *env) dispatch(argv []string) error {
+	cmd := lookup(argv[0])
+	if cmd == nil {
+		return e.fail(compat.Errorf("subcommand is invalid - please refer to ilbadm(%s)", compat.ManSection))
+	}
+	app := &cli.App{
+		Name:            e.prog,
+		HideHelp:        true,
+		HideVersion:     true,
+		Writer:          e.stdout,
+		ErrWriter:       e.stderr,
+		ExitErrHandler:  func(*cli.Context, error) {},
+		CommandNotFound: func(*cli.Context, string) {},
+	}
+	for i := range commands {
+		c := &commands[i]
+		app.Commands = append(app.Commands, &cli.Command{
+			Name:            c.name,
+			Aliases:         []string{c.alias},
+			SkipFlagParsing: true,
+			HideHelp:        true,
+			Action: func(ctx *cli.Context) error {
+				return c.run(e, append([]string{c.name}, ctx.Args().Slice()...))
+			},
+		})
+	}
+	return app.Run(append([]string{e.prog, cmd.name}, argv[1:]...))
+}
