@@ -113,14 +113,14 @@ func main() {
 // main runs one ilbadm command line and returns the exit status.
 func (e *env) main(args []string) int {
 	// Global options first, as getopt(":V:?") does in Solaris' main.
-	g := newGetopt(append([]string{e.prog}, args...), ":V:?")
-	for c := g.next(); c != 0; c = g.next() {
+	g := compat.NewGetopt(append([]string{e.prog}, args...), ":V:?")
+	for c, ok := g.Next(); ok; c, ok = g.Next() {
 		switch c {
 		case 'V':
 			e.version()
 			return 0
 		case ':':
-			if g.optopt == 'V' {
+			if g.Optopt == 'V' {
 				// Bare -V: Solaris reports a misplaced option here; printing the version is a
 				// listed fix (spec policy 3).
 				e.version()
@@ -128,16 +128,16 @@ func (e *env) main(args []string) int {
 			}
 			fallthrough
 		default:
-			if g.optopt == '?' {
+			if g.Optopt == '?' {
 				e.usage()
 				return 1
 			}
-			fmt.Fprintf(e.stderr, "ilbadm: bad or misplaced option %s\n", g.lastArg())
+			e.fail(g.BadOption())
 			e.usage()
 			return 1
 		}
 	}
-	rest := g.rest()
+	rest := g.Operands()
 	if len(rest) == 0 {
 		fmt.Fprintln(e.stderr, "ilbadm: the command line is incomplete (more arguments expected)")
 		e.usage()
@@ -178,7 +178,8 @@ func (e *env) dispatch(argv []string) error {
 			SkipFlagParsing: true,
 			HideHelp:        true,
 			Action: func(ctx *cli.Context) error {
-				return c.run(e, append([]string{c.name}, ctx.Args().Slice()...))
+				// argv[0] stays as typed: Solaris names it in some messages.
+				return c.run(e, append([]string{argv[0]}, ctx.Args().Slice()...))
 			},
 		})
 	}

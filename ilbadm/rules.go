@@ -12,7 +12,7 @@ import (
 
 // createRule: ilbadm create-rule [-e] [-p] -i ... -m ... [-h ...] [-t ...] -o ... name
 func createRule(e *env, args []string) error {
-	r, cerr := compat.CreateRule(args[1:])
+	r, cerr := compat.CreateRuleArgv(args)
 	if cerr != nil {
 		return e.fail(cerr)
 	}
@@ -26,15 +26,15 @@ func createRule(e *env, args []string) error {
 
 // deleteRule: ilbadm delete-rule -a | name ...
 func deleteRule(e *env, args []string) error {
-	g := newGetopt(args, ":a")
+	g := compat.NewGetopt(args, ":a")
 	all := false
-	for c := g.next(); c != 0; c = g.next() {
+	for c, ok := g.Next(); ok; c, ok = g.Next() {
 		if c != 'a' {
-			return e.failf("bad or misplaced option %s", g.lastArg())
+			return e.fail(g.BadOption())
 		}
 		all = true
 	}
-	names := g.rest()
+	names := g.Operands()
 	switch {
 	case all && len(names) > 0:
 		return e.failf("invalid/incompatible keywords - refer to ilbadm(%s)", compat.ManSection)
@@ -89,10 +89,10 @@ func xableRule(e *env, names []string, enable bool) error {
 
 // showRule: ilbadm show-rule [-e|-d] [-f |[-p] -o key[,key ...]] [name ...]
 func showRule(e *env, args []string) error {
-	g := newGetopt(args, ":fpedo:")
+	g := compat.NewGetopt(args, ":fpedo:")
 	var full, parsable, onlyEnabled, onlyDisabled bool
 	fields := ""
-	for c := g.next(); c != 0; c = g.next() {
+	for c, ok := g.Next(); ok; c, ok = g.Next() {
 		switch c {
 		case 'f':
 			full = true
@@ -103,11 +103,11 @@ func showRule(e *env, args []string) error {
 		case 'd':
 			onlyEnabled, onlyDisabled = false, true
 		case 'o':
-			fields = g.optarg
+			fields = g.Optarg
 		case ':':
-			return e.failf("missing option argument for %c", g.optopt)
+			return e.failf("missing option argument for %c", g.Optopt)
 		default:
-			return e.failf("bad or misplaced option %s", g.lastArg())
+			return e.fail(g.BadOption())
 		}
 	}
 	switch {
@@ -156,7 +156,7 @@ func showRule(e *env, args []string) error {
 		out.Row(func(f string) (string, bool) { return compat.RuleValue(r, ids, f) })
 		return nil
 	}
-	names := g.rest()
+	names := g.Operands()
 	if len(names) == 0 {
 		for i := range cfg.Rules {
 			if err := emit(&cfg.Rules[i]); err != nil {

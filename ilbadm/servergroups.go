@@ -12,25 +12,25 @@ import (
 
 // parseServerOpts runs getopt ":s:" and parses every -s argument (they accumulate).
 func parseServerOpts(e *env, args []string) ([]rules.ServerSpec, []string, bool, error) {
-	g := newGetopt(args, ":s:")
+	g := compat.NewGetopt(args, ":s:")
 	var specs []rules.ServerSpec
 	seen := false
-	for c := g.next(); c != 0; c = g.next() {
+	for c, ok := g.Next(); ok; c, ok = g.Next() {
 		switch c {
 		case 's':
-			s, cerr := compat.ParseServers(g.optarg)
+			s, cerr := compat.ParseServers(g.Optarg)
 			if cerr != nil {
 				return nil, nil, false, e.fail(cerr)
 			}
 			specs = append(specs, s...)
 			seen = true
 		case ':':
-			return nil, nil, false, e.failf("missing option-argument for %c", g.optopt)
+			return nil, nil, false, e.failf("missing option-argument for %c", g.Optopt)
 		default:
-			return nil, nil, false, e.failf("bad or misplaced option %s", g.lastArg())
+			return nil, nil, false, e.fail(g.BadOption())
 		}
 	}
-	return specs, g.rest(), seen, nil
+	return specs, g.Operands(), seen, nil
 }
 
 // createServerGroup: ilbadm create-servergroup [-s server=hostspec[:portspec...]] groupname
@@ -94,23 +94,23 @@ func addServer(e *env, args []string) error {
 
 // removeServer: ilbadm remove-server -s server=value[,value ...] servergroup
 func removeServer(e *env, args []string) error {
-	g := newGetopt(args, ":s:")
+	g := compat.NewGetopt(args, ":s:")
 	var targets []string
-	for c := g.next(); c != 0; c = g.next() {
+	for c, ok := g.Next(); ok; c, ok = g.Next() {
 		switch c {
 		case 's':
-			ids, cerr := compat.ParseServerIDs(g.optarg)
+			ids, cerr := compat.ParseServerIDs(g.Optarg)
 			if cerr != nil {
 				return e.fail(cerr)
 			}
 			targets = append(targets, ids...)
 		case ':':
-			return e.failf("missing option-argument for %c", g.optopt)
+			return e.failf("missing option-argument for %c", g.Optopt)
 		default:
-			return e.failf("bad or misplaced option %s", g.lastArg())
+			return e.fail(g.BadOption())
 		}
 	}
-	rest := g.rest()
+	rest := g.Operands()
 	if len(targets) == 0 || len(rest) != 1 {
 		return e.failf("mandatory argument(s) missing - refer to ilbadm(%s)", compat.ManSection)
 	}
@@ -227,18 +227,18 @@ func deleteServerGroup(e *env, args []string) error {
 
 // parseShowOpts runs getopt ":po:" for show-servergroup and show-server.
 func parseShowOpts(e *env, args []string, explicitMsg string) (fields string, flags compat.OfmtFlags, rest []string, err error) {
-	g := newGetopt(args, ":po:")
+	g := compat.NewGetopt(args, ":po:")
 	parsable := false
-	for c := g.next(); c != 0; c = g.next() {
+	for c, ok := g.Next(); ok; c, ok = g.Next() {
 		switch c {
 		case 'p':
 			parsable = true
 		case 'o':
-			fields = g.optarg
+			fields = g.Optarg
 		case ':':
-			return "", 0, nil, e.failf("missing option argument for %c", g.optopt)
+			return "", 0, nil, e.failf("missing option argument for %c", g.Optopt)
 		default:
-			return "", 0, nil, e.failf("bad or misplaced option %s", g.lastArg())
+			return "", 0, nil, e.fail(g.BadOption())
 		}
 	}
 	if parsable {
@@ -250,7 +250,7 @@ func parseShowOpts(e *env, args []string, explicitMsg string) (fields string, fl
 		}
 		flags = compat.OfmtParsable
 	}
-	return fields, flags, g.rest(), nil
+	return fields, flags, g.Operands(), nil
 }
 
 // showServerGroup: ilbadm show-servergroup [[-p] -o field[,field]] [name ...]
