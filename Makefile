@@ -1,0 +1,60 @@
+# Solaris ILB for Linux: ilbadm + ilbd on DPDK.
+# All targets that touch DPDK, namespaces or hugepages need root.
+
+GO      ?= $(shell command -v go || echo /usr/local/go/bin/go)
+BIN     := bin
+APT_PKGS := dpdk dpdk-dev libdpdk-dev pkg-config iproute2 ethtool
+HUGEPAGES ?= 1024
+
+.PHONY: all deps build test unit e2e demo bench fuzz hugepages vet clean
+
+all: build
+
+# deps installs the Debian packages the build and the tests need (idempotent).
+deps:
+	@missing=""; for p in $(APT_PKGS); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else echo "deps: all packages present"; fi
+
+build: deps
+	$(GO) build -o $(BIN)/ilbadm ./ilbadm
+	$(GO) build -o $(BIN)/ilbd ./ilbd
+
+vet:
+	$(GO) vet ./...
+
+# test runs every unit test and the end-to-end lab (root: namespaces and DPDK).
+test: build vet
+	$(GO) test -count=1 -timeout 20m ./...
+
+unit: build
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /tests)
+
+e2e: build
+	$(GO) test -count=1 -v -timeout 15m ./tests/
+
+# demo builds a lab of network namespaces, runs ilbd on DPDK af_packet ports and sends
+# real TCP and UDP traffic through the VIP.
+demo: build
+	$(GO) run ./tests/demo
+
+# hugepages reserves 2 MiB pages for speed measurements (functional tests use --no-huge).
+hugepages:
+	@echo $(HUGEPAGES) > /proc/sys/vm/nr_hugepages
+	@mkdir -p /dev/hugepages
+	@mountpoint -q /dev/hugepages || mount -t hugetlbfs nodev /dev/hugepages
+	@grep -E 'HugePages_(Total|Free)' /proc/meminfo
+
+bench: build hugepages
+	$(GO) test -run '^$$' -bench . -benchmem ./datapath/ ./dpdk/
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzProcess -fuzztime 60s ./datapath/
+	$(GO) test -run '^$$' -fuzz FuzzCreateRule -fuzztime 30s ./compat/
+
+clean:
+	rm -rf $(BIN)

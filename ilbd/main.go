@@ -1,0 +1,269 @@
+// Command ilbd is the Integrated Load Balancer daemon: it keeps the configuration that
+// ilbadm changes, stores it durably, and runs the DPDK data plane that balances packets.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/syslog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/activation"
+	"github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/ilbgo/ilb/api"
+	"github.com/ilbgo/ilb/rules"
+)
+
+const version = "ilbd 1.0"
+
+// daemonizedEnv marks the background child that daemonize starts.
+const daemonizedEnv = "ILBD_DAEMONIZED"
+
+// multiFlag collects a repeatable flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, "; ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("ilbd", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		debug, debugLong, showVersion bool
+		settingsPath, socket, store   string
+		eal, gateway, adminGroup      string
+		ports                         multiFlag
+	)
+	fs.BoolVar(&debug, "d", false, "stay in the foreground and log to stderr")
+	fs.BoolVar(&debugLong, "debug", false, "same as -d")
+	fs.BoolVar(&showVersion, "V", false, "print the version")
+	fs.StringVar(&settingsPath, "f", "", "settings file (default "+DefaultSettingsFile+")")
+	fs.StringVar(&socket, "socket", "", "control socket path (default $ILB_SOCKET or "+api.DefaultSocket+")")
+	fs.StringVar(&store, "store", "", "durable configuration file (default "+DefaultStore+")")
+	fs.StringVar(&eal, "eal", "", "DPDK EAL arguments, space separated")
+	fs.Var(&ports, "port", `data-plane port "DEVICE ADDR/PREFIX..." (repeatable)`)
+	fs.StringVar(&gateway, "gateway", "", "default gateway of the data plane")
+	fs.StringVar(&adminGroup, "admin-group", "", "group whose members may change the configuration")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "Usage: %s [-d|--debug] [-f settings] [-socket path] [-store path]\n", os.Args[0])
+		fs.SetOutput(os.Stderr)
+		fs.PrintDefaults()
+		return 1
+	}
+	if showVersion {
+		fmt.Println(version)
+		fmt.Println("Copyright (c) 2005, 2010, Oracle and/or its affiliates. All rights reserved.")
+		return 0
+	}
+	debug = debug || debugLong
+
+	path, explicit := settingsPath, settingsPath != ""
+	if !explicit {
+		path = DefaultSettingsFile
+	}
+	s, err := loadSettings(path, explicit)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ilbd: %v\n", err)
+		return 1
+	}
+	// Precedence: flag, then environment (socket only), then settings file, then default.
+	flagErr := func() error {
+		if socket != "" {
+			s.Socket = socket
+		} else if env := os.Getenv(api.SocketEnv); env != "" {
+			s.Socket = env
+		}
+		if s.Socket == "" {
+			s.Socket = api.DefaultSocket
+		}
+		if store != "" {
+			s.Store = store
+		}
+		if adminGroup != "" {
+			s.AdminGroup = adminGroup
+		}
+		if eal != "" {
+			s.EAL = strings.Fields(eal)
+		}
+		if gateway != "" {
+			if err := s.set("gateway", []string{gateway}); err != nil {
+				return err
+			}
+		}
+		for _, p := range ports {
+			if err := s.set("port", strings.Fields(p)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if flagErr != nil {
+		fmt.Fprintf(os.Stderr, "ilbd: %v\n", flagErr)
+		return 1
+	}
+
+	underSystemd := os.Getenv("INVOCATION_ID") != "" || os.Getenv("NOTIFY_SOCKET") != ""
+	if !debug && !underSystemd {
+		return daemonize(args, s.Socket)
+	}
+	logger := log.New(os.Stderr, "ilbd: ", log.LstdFlags)
+	if os.Getenv(daemonizedEnv) != "" {
+		// A background daemon has no terminal: log to syslog as Solaris' ilbd does.
+		if w, err := syslog.New(syslog.LOG_DAEMON|syslog.LOG_INFO, "ilbd"); err == nil {
+			logger = log.New(w, "", 0)
+		}
+	}
+	if err := serve(s, logger); err != nil {
+		logger.Printf("%v", err)
+		return 1
+	}
+	return 0
+}
+
+// serve runs the daemon until SIGTERM, SIGINT or SIGQUIT.
+func serve(s *Settings, logger *log.Logger) error {
+	mgr, err := rules.NewManager(&rules.Store{Path: s.Store})
+	if err != nil {
+		return fmt.Errorf("loading configuration: %w", err)
+	}
+	cfg := mgr.Config()
+	logger.Printf("loaded %d rules, %d server groups, %d health checks from %s",
+		len(cfg.Rules), len(cfg.Groups), len(cfg.HealthChecks), s.Store)
+
+	var dp *dataplane
+	if len(s.Ports) > 0 {
+		dp, err = startDataplane(s, mgr.Snapshot(), logger)
+		if err != nil {
+			return fmt.Errorf("data plane: %w", err)
+		}
+		defer dp.close()
+	} else {
+		logger.Printf("no data-plane port configured: configuration only")
+	}
+
+	// The socket is created only once the data plane runs, so a client that can connect
+	// knows that ilbd is fully up.
+	l, err := listener(s.Socket)
+	if err != nil {
+		return fmt.Errorf("control socket %s: %w", s.Socket, err)
+	}
+	svc := &api.Service{Mgr: mgr, AdminGroup: s.AdminGroup, Log: logger}
+	done := make(chan error, 1)
+	go func() { done <- api.Serve(l, svc.Handle) }()
+	logger.Printf("listening on %s", s.Socket)
+	daemon.SdNotify(false, daemon.SdNotifyReady)
+	stopWatchdog := watchdog(dp)
+	defer stopWatchdog()
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	select {
+	case got := <-sig:
+		logger.Printf("%v: stopping", got)
+	case err := <-done:
+		return err
+	}
+	daemon.SdNotify(false, daemon.SdNotifyStopping)
+	l.Close()
+	os.Remove(s.Socket)
+	return nil
+}
+
+// listener returns the systemd-activated socket if there is one, or creates the socket.
+func listener(path string) (*net.UnixListener, error) {
+	if ls, err := activation.Listeners(); err == nil {
+		for _, l := range ls {
+			if ul, ok := l.(*net.UnixListener); ok {
+				return ul, nil
+			}
+		}
+	}
+	if err := os.MkdirAll(dirOf(path), 0o755); err != nil {
+		return nil, err
+	}
+	return api.Listen(path)
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i > 0 {
+		return path[:i]
+	}
+	return "."
+}
+
+// watchdog pings systemd's watchdog while the data-plane worker makes progress.
+func watchdog(dp *dataplane) func() {
+	interval, err := daemon.SdWatchdogEnabled(false)
+	if err != nil || interval == 0 {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(interval / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if dp == nil || dp.alive() {
+					daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+				}
+			}
+		}
+	}()
+	return func() { close(stop) }
+}
+
+// daemonize starts ilbd again in the background (as Solaris' ilbd forks unless -d) and
+// returns once the child serves its socket, or failed.
+func daemonize(args []string, socket string) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ilbd: %v\n", err)
+		return 1
+	}
+	cmd := exec.Command(self, append([]string{"-d"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Env = append(os.Environ(), daemonizedEnv+"=1")
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "ilbd: %v\n", err)
+		return 1
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			fmt.Fprintf(os.Stderr, "ilbd: daemon exited during start-up: %v\n", err)
+			return 1
+		case <-deadline:
+			fmt.Fprintln(os.Stderr, "ilbd: daemon did not open its socket within 60 s")
+			return 1
+		case <-time.After(100 * time.Millisecond):
+			if c, err := net.Dial("unix", socket); err == nil {
+				c.Close()
+				return 0
+			} else if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) {
+				fmt.Fprintf(os.Stderr, "ilbd: %v\n", err)
+				return 1
+			}
+		}
+	}
+}
