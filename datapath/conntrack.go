@@ -1,0 +1,284 @@
+package datapath
+
+import "math/bits"
+
+// Connection tracking (spec §6.5): one fixed array of entries, each holding both directions, and
+// one open-addressing index holding two keys per entry: its client→server key and its
+// server→client key. A packet's addressing is looked up once and finds its entry whichever way
+// it travels, so a reply costs one probe sequence, not two. Everything is allocated up front and
+// pointer-free, so the garbage collector never scans it.
+
+// tuple is the addressing of a packet in one direction.
+type tuple struct {
+	src, dst     addr
+	sport, dport uint16
+}
+
+// Direction of a packet relative to its connection.
+const (
+	dirC2S = 0 // client → server (arrives addressed to the VIP)
+	dirS2C = 1 // server → client (reply)
+)
+
+// conn flags.
+const (
+	connInUse   uint8 = 1 << iota
+	connFinC2S        // client sent FIN (finSeq[dirC2S] valid)
+	connFinS2C        // server sent FIN
+	connAckC2S        // client's FIN acknowledged by the server
+	connAckS2C        // server's FIN acknowledged by the client
+	connFinMask = connFinC2S | connFinS2C | connAckC2S | connAckS2C
+)
+
+// conn is the per-packet part of a tracked connection, laid out to fill exactly two cache lines
+// (128 bytes); what only creation and removal need lives in connMeta.
+type conn struct {
+	orig       tuple     // client → VIP, as the client sent it: the c2s key
+	xlat       tuple     // the same packet as forwarded (client or proxy → server); reversed, the s2c key
+	last       int64     // last packet in either direction, ns
+	timeoutMs  uint32    // idle time after which the entry expires, ms
+	ipDelta    uint16    // RFC 1624 delta of the c2s IPv4 header rewrite; s2c applies its complement
+	l4Delta    uint16    // delta of the c2s TCP/UDP checksum (pseudo-header addresses and ports)
+	finSeq     [2]uint32 // sequence number carried by each direction's FIN
+	serverSlot int32     // server counters
+	nh         [2]uint32 // per direction: neighbour slot + 1 of the next hop, 0 = not cached
+	nhEpoch    uint32    // neighbour table epoch the cached slots belong to
+	proto      uint8
+	flags      uint8
+}
+
+// connMeta is the rest of an entry.
+type connMeta struct {
+	created  int64     // creation time, ns
+	hash     [2]uint32 // index hash of each direction's key, so removal needs no rehash
+	ruleSlot int32     // rule counters and reference
+}
+
+// connIndex is one index slot: the key's hash and ref = (entry number + 1) << 1 | direction of
+// the key; ref 0 marks an empty slot.
+type connIndex struct{ hash, ref uint32 }
+
+func (s connIndex) entry() int32 { return int32(s.ref>>1) - 1 }
+func (s connIndex) dir() int     { return int(s.ref & 1) }
+
+func indexRef(i int32, dir int) uint32 { return uint32(i+1)<<1 | uint32(dir) }
+
+// connTable holds the entries and their index.
+type connTable struct {
+	entries []conn
+	meta    []connMeta  // parallel to entries
+	index   []connIndex // 4 slots per entry (two keys each): load factor ≤ 0.5
+	mask    uint32      // index slot mask
+	free    []uint32
+	nfree   int
+	seed    [3]uint64
+	sweep   uint32 // next entry the expiry sweep visits
+}
+
+func newConnTable(capacity int, seed [3]uint64) connTable {
+	n := ceilPow2(max(capacity, 1))
+	t := connTable{
+		entries: make([]conn, n),
+		meta:    make([]connMeta, n),
+		index:   make([]connIndex, 4*n),
+		mask:    uint32(4*n - 1),
+		free:    make([]uint32, n),
+		nfree:   n,
+		seed:    seed,
+	}
+	for i := range t.free {
+		t.free[i] = uint32(n - 1 - i) // pop low entries first
+	}
+	return t
+}
+
+// count returns the number of live entries.
+func (t *connTable) count() int { return len(t.entries) - t.nfree }
+
+// hash mixes a packet's addressing with the table's random seed (so flows cannot be chosen to
+// collide) through a 64×64→128-bit multiply, the folding step of wyhash.
+func (t *connTable) hash(src, dst addr, sport, dport uint16, proto uint8) uint32 {
+	k := uint64(sport)<<48 | uint64(dport)<<32 | uint64(proto)
+	hi, lo := bits.Mul64(src.lo^t.seed[0], dst.lo^k^t.seed[1])
+	h := hi ^ lo
+	if src.hi|dst.hi != 0 { // IPv6: fold in the upper halves too
+		hi, lo = bits.Mul64(h^src.hi, dst.hi^t.seed[2])
+		h = hi ^ lo
+	}
+	return uint32(h ^ h>>32)
+}
+
+// lookup returns the entry a packet with this addressing belongs to and the direction it
+// travels, or -1. h is the hash of the same addressing.
+func (t *connTable) lookup(src, dst addr, sport, dport uint16, proto uint8, h uint32) (int32, int) {
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		s := t.index[i]
+		if s.ref == 0 {
+			return -1, 0
+		}
+		if s.hash != h {
+			continue
+		}
+		ci := s.entry()
+		c := &t.entries[ci]
+		if c.proto != proto {
+			continue
+		}
+		if s.dir() == dirC2S {
+			if c.orig.src == src && c.orig.dst == dst && c.orig.sport == sport && c.orig.dport == dport {
+				return ci, dirC2S
+			}
+		} else if c.xlat.dst == src && c.xlat.src == dst && c.xlat.dport == sport && c.xlat.sport == dport {
+			return ci, dirS2C
+		}
+	}
+}
+
+// insertStatus says why insert failed.
+type insertStatus uint8
+
+const (
+	insertOK       insertStatus = iota
+	insertFull                  // no free entry
+	insertConflict              // another entry already owns the server→client key
+)
+
+// insert adds c (orig, xlat and proto set) whose c2s key hashes to hC2S, created now under rule
+// slot rs, and returns its number. The caller has looked the c2s key up and not found it.
+func (t *connTable) insert(c *conn, hC2S uint32, rs int32, now int64) (int32, insertStatus) {
+	if t.nfree == 0 {
+		return -1, insertFull
+	}
+	x := &c.xlat
+	hS2C := t.hash(x.dst, x.src, x.dport, x.sport, c.proto)
+	if ci, _ := t.lookup(x.dst, x.src, x.dport, x.sport, c.proto, hS2C); ci >= 0 {
+		// Replies would be ambiguous: e.g. one client endpoint talking to two VIPs that map to
+		// the same server endpoint. The later flow cannot be told apart, so refuse it.
+		return -1, insertConflict
+	}
+	t.nfree--
+	i := int32(t.free[t.nfree])
+	c.flags |= connInUse
+	t.entries[i] = *c
+	t.meta[i] = connMeta{created: now, hash: [2]uint32{hC2S, hS2C}, ruleSlot: rs}
+	t.place(hC2S, indexRef(i, dirC2S))
+	t.place(hS2C, indexRef(i, dirS2C))
+	return i, insertOK
+}
+
+// place puts ref in the first empty slot at or after the hash's home.
+func (t *connTable) place(h, ref uint32) {
+	i := h & t.mask
+	for t.index[i].ref != 0 {
+		i = (i + 1) & t.mask
+	}
+	t.index[i] = connIndex{hash: h, ref: ref}
+}
+
+// remove deletes entry i's two keys from the index and frees it.
+func (t *connTable) remove(i int32) {
+	m := &t.meta[i]
+	t.unplace(m.hash[dirC2S], indexRef(i, dirC2S))
+	t.unplace(m.hash[dirS2C], indexRef(i, dirS2C))
+	t.entries[i].flags = 0
+	t.free[t.nfree] = uint32(i)
+	t.nfree++
+}
+
+// unplace removes ref by backward-shift deletion: later slots of the probe run move up into the
+// hole when their home allows, so lookups can stop at the first empty slot and no tombstones
+// accumulate.
+func (t *connTable) unplace(h, ref uint32) {
+	idx, m := t.index, t.mask
+	i := h & m
+	for idx[i].ref != ref {
+		if idx[i].ref == 0 {
+			return // not present (cannot happen for a live entry)
+		}
+		i = (i + 1) & m
+	}
+	for j := (i + 1) & m; idx[j].ref != 0; j = (j + 1) & m {
+		home := idx[j].hash & m
+		if (j-home)&m >= (j-i)&m { // home is at or before the hole: the slot may move there
+			idx[i] = idx[j]
+			i = j
+		}
+	}
+	idx[i] = connIndex{}
+}
+
+// expired reports whether c has been idle in both directions for longer than its timeout.
+func (c *conn) expired(now int64) bool { return now-c.last > int64(c.timeoutMs)*1e6 }
+
+// removeConn deletes entry i and drops its rule reference; a rule gone from the configuration
+// whose last connection this was gets its slot reclaimed at the end of the burst.
+func (e *Engine) removeConn(i int32) {
+	rs := &e.slots[e.conns.meta[i].ruleSlot]
+	rs.refs--
+	if rs.refs == 0 && !rs.live {
+		e.reclaimPending = true
+	}
+	e.conns.remove(i)
+}
+
+// The expiry sweep visits the whole table every connSweepPeriod (Solaris: 15 s), so entries that
+// are never looked up again go at most that late; connSweepLimit bounds one burst's share.
+const (
+	connSweepPeriod = int64(10e9)
+	connSweepLimit  = 1024
+)
+
+// sweepConns removes expired entries among those that came due for a visit.
+func (e *Engine) sweepConns() {
+	t := &e.conns
+	k := e.connPacer.due(e.now, len(t.entries), connSweepPeriod, connSweepLimit)
+	if t.nfree == len(t.entries) {
+		return
+	}
+	m := uint32(len(t.entries) - 1)
+	for ; k > 0; k-- {
+		i := t.sweep
+		t.sweep = (t.sweep + 1) & m
+		if c := &t.entries[i]; c.flags&connInUse != 0 && c.expired(e.now) {
+			e.removeConn(int32(i))
+		}
+	}
+}
+
+// trackTCP follows the close of a TCP connection from a segment travelling in dir (spec §6.5)
+// and reports whether the entry should go once the segment is forwarded: a RST ends it at once;
+// a FIN records its sequence number, and when both FINs are acknowledged the entry goes.
+// A client SYN, or a segment beyond a recorded FIN (port reuse), clears the close state.
+func trackTCP(c *conn, t TCP, flags uint8, dir int, payload int) bool {
+	if flags&TCPRst != 0 {
+		return true
+	}
+	if c.flags&connFinMask == 0 && flags&(TCPFin|TCPSyn) == 0 {
+		return false // the common case: an established connection moving data
+	}
+	seq := t.Seq()
+	finFlag, ackFlag := connFinC2S, connAckC2S
+	otherFin, otherAck := connFinS2C, connAckS2C
+	if dir == dirS2C {
+		finFlag, ackFlag, otherFin, otherAck = connFinS2C, connAckS2C, connFinC2S, connAckC2S
+	}
+	if dir == dirC2S && flags&TCPSyn != 0 && flags&TCPAck == 0 {
+		c.flags &^= connFinMask
+	}
+	if c.flags&finFlag != 0 && flags&TCPFin == 0 && int32(seq-(c.finSeq[dir]+1)) > 0 {
+		c.flags &^= connFinMask
+	}
+	if flags&TCPFin != 0 {
+		// The FIN occupies the sequence number after the segment's data.
+		c.finSeq[dir] = seq + uint32(payload)
+		if flags&TCPSyn != 0 {
+			c.finSeq[dir]++
+		}
+		c.flags |= finFlag
+		c.flags &^= ackFlag
+	}
+	if flags&TCPAck != 0 && c.flags&otherFin != 0 && int32(t.Ack()-(c.finSeq[1-dir]+1)) >= 0 {
+		c.flags |= otherAck
+	}
+	return c.flags&(connAckC2S|connAckS2C) == connAckC2S|connAckS2C
+}

@@ -1,0 +1,465 @@
+package datapath
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/ilbgo/ilb/rules"
+)
+
+// Test topology (documentation addresses only):
+//
+//	clients 203.0.113.0/24 ── gateway 192.0.2.254 ── port 0 (192.0.2.1/24, VIP 192.0.2.10)
+//	                                                  port 1 (198.51.100.1/24) ── servers 198.51.100.11-13
+var (
+	port0MAC   = [6]byte{0x02, 0, 0, 0, 0, 0x01}
+	port1MAC   = [6]byte{0x02, 0, 0, 0, 0, 0x02}
+	gwMAC      = [6]byte{0x02, 0, 0, 0, 0, 0xfe}
+	port0Addr  = netip.MustParseAddr("192.0.2.1")
+	port1Addr  = netip.MustParseAddr("198.51.100.1")
+	gwAddr     = netip.MustParseAddr("192.0.2.254")
+	vip        = netip.MustParseAddr("192.0.2.10")
+	vip2       = netip.MustParseAddr("192.0.2.20") // VIP of the disabled rule
+	clientAddr = netip.MustParseAddr("203.0.113.7")
+	serverAddr = []netip.Addr{
+		netip.MustParseAddr("198.51.100.11"),
+		netip.MustParseAddr("198.51.100.12"),
+		netip.MustParseAddr("198.51.100.13"),
+	}
+	serverMAC = [][6]byte{
+		{0x02, 0, 0, 0, 1, 11},
+		{0x02, 0, 0, 0, 1, 12},
+		{0x02, 0, 0, 0, 1, 13},
+	}
+)
+
+const (
+	ruleWeb      = 1 // TCP VIP:80 → servers:8080, round robin, half-NAT
+	ruleDNS      = 2 // UDP VIP:53 → servers:5353
+	ruleDisabled = 3 // TCP vip2:80, disabled
+)
+
+func testPorts() []PortConfig {
+	return []PortConfig{
+		{MAC: port0MAC, Addrs: []netip.Prefix{netip.PrefixFrom(port0Addr, 24)}, Gateway: gwAddr},
+		{MAC: port1MAC, Addrs: []netip.Prefix{netip.PrefixFrom(port1Addr, 24)}},
+	}
+}
+
+func servers(group string, port uint16, enabled ...bool) []rules.SnapServer {
+	var s []rules.SnapServer
+	for i, a := range serverAddr {
+		en := true
+		if i < len(enabled) {
+			en = enabled[i]
+		}
+		s = append(s, rules.SnapServer{ID: group + "." + string(rune('0'+i)), Addr: a, MinPort: port, MaxPort: port, Enabled: en})
+	}
+	return s
+}
+
+// defaultRules returns the rules most tests use.
+func defaultRules() []rules.SnapRule {
+	return []rules.SnapRule{
+		{ID: ruleWeb, Name: "web", Enabled: true, VIP: vip, Proto: rules.ProtoTCP, MinPort: 80, MaxPort: 80,
+			Algo: rules.AlgoRoundRobin, Topo: rules.TopoHalfNAT, NATTimeout: 120 * time.Second, Servers: servers("_sg1", 8080)},
+		{ID: ruleDNS, Name: "dns", Enabled: true, VIP: vip, Proto: rules.ProtoUDP, MinPort: 53, MaxPort: 53,
+			Algo: rules.AlgoRoundRobin, Topo: rules.TopoHalfNAT, NATTimeout: 60 * time.Second, Servers: servers("_sg2", 5353)},
+		{ID: ruleDisabled, Name: "off", Enabled: false, VIP: vip2, Proto: rules.ProtoTCP, MinPort: 80, MaxPort: 80,
+			Algo: rules.AlgoRoundRobin, Topo: rules.TopoHalfNAT, NATTimeout: 120 * time.Second, Servers: servers("_sg3", 0)},
+	}
+}
+
+// makeSnapshot compiles rules into a snapshot the way the rules package does: ByVIP by MinPort.
+func makeSnapshot(gen uint64, rs []rules.SnapRule) *rules.Snapshot {
+	s := &rules.Snapshot{Generation: gen, Rules: rs, ByVIP: map[rules.VIPKey][]int{}}
+	for i, r := range rs {
+		k := rules.KeyOf(r.VIP, r.Proto)
+		s.ByVIP[k] = append(s.ByVIP[k], i)
+	}
+	for _, idx := range s.ByVIP {
+		slices.SortFunc(idx, func(a, b int) int { return int(rs[a].MinPort) - int(rs[b].MinPort) })
+	}
+	return s
+}
+
+// harness drives one engine the way a worker does, one frame per burst, with a fake clock.
+type harness struct {
+	t    testing.TB
+	e    *Engine
+	snap *atomic.Pointer[rules.Snapshot]
+	now  int64
+	gen  uint64
+}
+
+func newHarness(t testing.TB, connCap int, rs []rules.SnapRule) *harness {
+	t.Helper()
+	h := &harness{t: t, snap: new(atomic.Pointer[rules.Snapshot]), now: int64(time.Hour)}
+	h.setRules(rs)
+	e, err := New(Config{Ports: testPorts(), ConnCapacity: connCap, Snapshot: h.snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ctr.interval = 0 // publish every burst, so tests read what they just did
+	h.e = e
+	return h
+}
+
+func (h *harness) setRules(rs []rules.SnapRule) {
+	h.gen++
+	h.snap.Store(makeSnapshot(h.gen, rs))
+}
+
+func (h *harness) advance(d time.Duration) { h.now += int64(d) }
+
+// process runs one frame through a burst and returns the result and the (rewritten) frame.
+func (h *harness) process(frame []byte, in uint16) (Result, []byte) {
+	h.e.BeginBurst(h.now)
+	r := h.e.Process(frame, in)
+	h.e.EndBurst()
+	if r.Len > cap(frame) || r.Len < 0 {
+		h.t.Fatalf("Result.Len %d outside frame capacity %d", r.Len, cap(frame))
+	}
+	return r, frame[:r.Len]
+}
+
+// scan runs empty bursts over two seconds of fake time, long enough for the paced neighbour scan
+// to cover its table; a large time jump before it lets the connection sweep cover its table at once.
+func (h *harness) scan() {
+	for range 20 {
+		h.advance(100 * time.Millisecond)
+		h.burst()
+	}
+}
+
+// burst runs an empty burst (time passes, periodic work runs).
+func (h *harness) burst() {
+	h.e.BeginBurst(h.now)
+	h.e.EndBurst()
+}
+
+type controlFrame struct {
+	frame []byte
+	port  uint16
+}
+
+// control drains the frames the engine wants to originate.
+func (h *harness) control() []controlFrame {
+	var out []controlFrame
+	for {
+		buf := make([]byte, 0, 128)
+		n, p, ok := h.e.NextControlFrame(buf)
+		if !ok {
+			return out
+		}
+		out = append(out, controlFrame{buf[:n], p})
+	}
+}
+
+// learnNeighbours answers the engine's proactive ARP requests for the gateway and the servers.
+func (h *harness) learnNeighbours() {
+	h.t.Helper()
+	h.burst()
+	h.control()
+	h.arpReply(gwAddr, gwMAC, 0)
+	for i := range serverAddr {
+		h.arpReply(serverAddr[i], serverMAC[i], 1)
+	}
+}
+
+func (h *harness) arpReply(from netip.Addr, mac [6]byte, in uint16) {
+	h.t.Helper()
+	ourMAC, ourIP := port0MAC, port0Addr
+	if in == 1 {
+		ourMAC, ourIP = port1MAC, port1Addr
+	}
+	r, _ := h.process(arpFrame(h.t, layers.ARPReply, mac, ourMAC, from, ourMAC, ourIP), in)
+	if r.Action != ActionPass {
+		h.t.Fatalf("ARP reply: action %v, want pass", r.Action)
+	}
+}
+
+// pkt describes a test packet; build turns it into a frame with correct checksums.
+type pkt struct {
+	srcMAC, dstMAC [6]byte
+	src, dst       netip.Addr
+	sport, dport   uint16
+	udp            bool
+	ttl            uint8 // 0 = 64
+	flags          uint8 // TCP flags
+	seq, ack       uint32
+	payload        []byte
+	vlan           uint16 // 0 = untagged
+	ipOptions      bool   // add 4 bytes of IPv4 options (IHL 6)
+	noUDPChecksum  bool
+	fragment       bool // set MF
+	tailPad        int  // Ethernet padding after the IP packet
+}
+
+func (p pkt) build(t testing.TB) []byte {
+	t.Helper()
+	ttl := p.ttl
+	if ttl == 0 {
+		ttl = 64
+	}
+	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr(p.srcMAC[:]), DstMAC: net.HardwareAddr(p.dstMAC[:]), EthernetType: layers.EthernetTypeIPv4}
+	var ls []gopacket.SerializableLayer
+	ls = append(ls, eth)
+	if p.vlan != 0 {
+		eth.EthernetType = layers.EthernetTypeDot1Q
+		ls = append(ls, &layers.Dot1Q{VLANIdentifier: p.vlan, Type: layers.EthernetTypeIPv4})
+	}
+	ip := &layers.IPv4{Version: 4, TTL: ttl, SrcIP: p.src.AsSlice(), DstIP: p.dst.AsSlice(), Id: 0x1234, Flags: layers.IPv4DontFragment}
+	if p.fragment {
+		ip.Flags = layers.IPv4MoreFragments
+	}
+	if p.ipOptions {
+		ip.Options = []layers.IPv4Option{{OptionType: 1}, {OptionType: 1}, {OptionType: 1}, {OptionType: 0}}
+	}
+	ls = append(ls, ip)
+	if p.udp {
+		ip.Protocol = layers.IPProtocolUDP
+		u := &layers.UDP{SrcPort: layers.UDPPort(p.sport), DstPort: layers.UDPPort(p.dport)}
+		if err := u.SetNetworkLayerForChecksum(ip); err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, u)
+	} else {
+		ip.Protocol = layers.IPProtocolTCP
+		tc := &layers.TCP{SrcPort: layers.TCPPort(p.sport), DstPort: layers.TCPPort(p.dport), Seq: p.seq, Ack: p.ack, Window: 65535,
+			SYN: p.flags&TCPSyn != 0, ACK: p.flags&TCPAck != 0, FIN: p.flags&TCPFin != 0, RST: p.flags&TCPRst != 0, PSH: p.flags&TCPPsh != 0}
+		if err := tc.SetNetworkLayerForChecksum(ip); err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, tc)
+	}
+	ls = append(ls, gopacket.Payload(p.payload))
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...); err != nil {
+		t.Fatal(err)
+	}
+	b := slices.Clone(buf.Bytes())
+	if p.noUDPChecksum {
+		l4 := len(b) - len(p.payload) - UDPSize
+		b[l4+6], b[l4+7] = 0, 0
+	}
+	b = append(b, make([]byte, p.tailPad)...)
+	// Give the frame spare capacity, as an mbuf has.
+	out := make([]byte, len(b), len(b)+64)
+	copy(out, b)
+	return out
+}
+
+// client returns a client→VIP TCP packet from port sport with flags.
+func client(sport uint16, flags uint8) pkt {
+	return pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vip, sport: sport, dport: 80, flags: flags, seq: 1000, ack: 0}
+}
+
+// fromServer returns a server→client TCP packet from server i.
+func fromServer(i int, dport uint16, flags uint8) pkt {
+	return pkt{srcMAC: serverMAC[i], dstMAC: port1MAC, src: serverAddr[i], dst: clientAddr, sport: 8080, dport: dport, flags: flags, seq: 5000, ack: 1001}
+}
+
+func arpFrame(t testing.TB, op uint16, srcMAC, targetMAC [6]byte, sender netip.Addr, ethDst [6]byte, target netip.Addr) []byte {
+	t.Helper()
+	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr(srcMAC[:]), DstMAC: net.HardwareAddr(ethDst[:]), EthernetType: layers.EthernetTypeARP}
+	a := &layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, Operation: op,
+		SourceHwAddress: srcMAC[:], SourceProtAddress: sender.AsSlice(), DstHwAddress: targetMAC[:], DstProtAddress: target.AsSlice()}
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, eth, a); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, MinFrameSize, MinFrameSize+64) // padded like a real minimum frame
+	copy(out, buf.Bytes())
+	return out
+}
+
+// decoded is what a test checks of an output frame, parsed by gopacket.
+type decoded struct {
+	eth *layers.Ethernet
+	ip  *layers.IPv4
+	tcp *layers.TCP
+	udp *layers.UDP
+	arp *layers.ARP
+}
+
+func decode(t testing.TB, frame []byte) decoded {
+	t.Helper()
+	var (
+		eth     layers.Ethernet
+		dot1q   layers.Dot1Q
+		ip      layers.IPv4
+		tcp     layers.TCP
+		udp     layers.UDP
+		arp     layers.ARP
+		payload gopacket.Payload
+	)
+	// A DecodingLayerParser stops at the transport layer, so UDP to port 53 is not parsed as DNS.
+	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &dot1q, &ip, &tcp, &udp, &arp, &payload)
+	parser.IgnoreUnsupported = true
+	var types []gopacket.LayerType
+	if err := parser.DecodeLayers(frame, &types); err != nil {
+		t.Fatalf("gopacket cannot decode output: %v", err)
+	}
+	var d decoded
+	for _, lt := range types {
+		switch lt {
+		case layers.LayerTypeEthernet:
+			d.eth = &eth
+		case layers.LayerTypeIPv4:
+			d.ip = &ip
+		case layers.LayerTypeTCP:
+			d.tcp = &tcp
+		case layers.LayerTypeUDP:
+			d.udp = &udp
+		case layers.LayerTypeARP:
+			d.arp = &arp
+		}
+	}
+	return d
+}
+
+// refSum is a deliberately naive ones' complement sum, independent of the package's helpers.
+func refSum(b []byte) uint32 {
+	var s uint32
+	for i := 0; i < len(b); i++ {
+		if i%2 == 0 {
+			s += uint32(b[i]) << 8
+		} else {
+			s += uint32(b[i])
+		}
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	return s
+}
+
+// verifyChecksums recomputes the IPv4 header checksum and the TCP/UDP checksum of an untagged or
+// tagged IPv4 frame from scratch and compares them with the fields.
+func verifyChecksums(t testing.TB, frame []byte) {
+	t.Helper()
+	off := 14
+	if binary.BigEndian.Uint16(frame[12:]) == 0x8100 {
+		off = 18
+	}
+	ip := frame[off:]
+	hl := int(ip[0]&0xf) * 4
+	tl := int(binary.BigEndian.Uint16(ip[2:]))
+	hdr := slices.Clone(ip[:hl])
+	hdr[10], hdr[11] = 0, 0
+	if want, got := uint16(^refSum(hdr)), binary.BigEndian.Uint16(ip[10:]); want != got {
+		t.Fatalf("IPv4 header checksum %#04x, recomputed %#04x", got, want)
+	}
+	if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
+		return // fragment: no transport checksum to verify
+	}
+	seg := slices.Clone(ip[hl:tl])
+	var csOff int
+	switch ip[9] {
+	case 6:
+		csOff = 16
+	case 17:
+		csOff = 6
+	default:
+		return
+	}
+	got := binary.BigEndian.Uint16(seg[csOff:])
+	if ip[9] == 17 && got == 0 {
+		return // UDP without checksum
+	}
+	seg[csOff], seg[csOff+1] = 0, 0
+	pseudo := make([]byte, 0, 12+len(seg))
+	pseudo = append(pseudo, ip[12:20]...)
+	pseudo = append(pseudo, 0, ip[9], byte(len(seg)>>8), byte(len(seg)))
+	pseudo = append(pseudo, seg...)
+	want := uint16(^refSum(pseudo))
+	if ip[9] == 17 && want == 0 {
+		want = 0xffff
+	}
+	if want != got {
+		t.Fatalf("L4 (proto %d) checksum %#04x, recomputed %#04x", ip[9], got, want)
+	}
+}
+
+func mac(m [6]byte) string { return net.HardwareAddr(m[:]).String() }
+
+// expectForward checks a forwarded IPv4 frame's addressing and checksums and returns it decoded.
+func expectForward(t testing.TB, r Result, frame []byte, port uint16, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, ttl uint8) decoded {
+	t.Helper()
+	if r.Action != ActionForward || r.Port != port {
+		t.Fatalf("result %+v, want forward on port %d", r, port)
+	}
+	verifyChecksums(t, frame)
+	d := decode(t, frame)
+	srcMAC := port0MAC
+	if port == 1 {
+		srcMAC = port1MAC
+	}
+	if d.eth.DstMAC.String() != mac(dstMAC) || d.eth.SrcMAC.String() != mac(srcMAC) {
+		t.Fatalf("MACs %v > %v, want %v > %v", d.eth.SrcMAC, d.eth.DstMAC, mac(srcMAC), mac(dstMAC))
+	}
+	if d.ip == nil {
+		t.Fatal("no IPv4 layer in output")
+	}
+	if got, _ := netip.AddrFromSlice(d.ip.SrcIP); got != src {
+		t.Fatalf("IP src %v, want %v", got, src)
+	}
+	if got, _ := netip.AddrFromSlice(d.ip.DstIP); got != dst {
+		t.Fatalf("IP dst %v, want %v", got, dst)
+	}
+	if d.ip.TTL != ttl {
+		t.Fatalf("TTL %d, want %d", d.ip.TTL, ttl)
+	}
+	var gs, gd uint16
+	switch {
+	case d.tcp != nil:
+		gs, gd = uint16(d.tcp.SrcPort), uint16(d.tcp.DstPort)
+	case d.udp != nil:
+		gs, gd = uint16(d.udp.SrcPort), uint16(d.udp.DstPort)
+	default:
+		t.Fatal("no TCP/UDP layer in output")
+	}
+	if gs != sport || gd != dport {
+		t.Fatalf("ports %d > %d, want %d > %d", gs, gd, sport, dport)
+	}
+	return d
+}
+
+// serverIndex returns which test server addr is.
+func serverIndex(t testing.TB, a net.IP) int {
+	t.Helper()
+	got, _ := netip.AddrFromSlice(a)
+	for i, s := range serverAddr {
+		if s == got {
+			return i
+		}
+	}
+	t.Fatalf("%v is not a server", a)
+	return -1
+}
+
+func (h *harness) stats() Stats { return h.e.Stats() }
+
+func (h *harness) rule(id uint64) RuleStats {
+	h.t.Helper()
+	for _, r := range h.e.Stats().Rules {
+		if r.ID == id {
+			return r
+		}
+	}
+	h.t.Fatalf("rule %d not in stats", id)
+	return RuleStats{}
+}
+
+func rulesServer(id string, a netip.Addr) rules.SnapServer {
+	return rules.SnapServer{ID: id, Addr: a, MinPort: 8080, MaxPort: 8080, Enabled: true}
+}

@@ -1,0 +1,151 @@
+package datapath
+
+import (
+	"encoding/binary"
+
+	"github.com/ilbgo/ilb/rules"
+)
+
+// forwardConn sends a packet of an existing connection on, rewritten with the cached translation
+// (spec §6.2 step 1): whatever the rule or server state is now.
+func (e *Engine) forwardConn(frame []byte, p *Parsed, ci int32, dir int) Result {
+	c := &e.conns.entries[ci]
+	dst := c.xlat.dst
+	if dir == dirS2C {
+		dst = c.orig.src
+	}
+	if IPv4(frame[p.L3Off:]).TTL() <= 1 {
+		return e.drop(gTTLExceeded, frame)
+	}
+	out, mac, ok := e.routeConn(c, dir, dst, frame)
+	if !ok {
+		return Result{Action: ActionDrop, Len: len(frame)}
+	}
+	c.last = e.now
+	e.rewrite(frame, p, c, dir, out, mac)
+	if p.Proto == ProtoTCP {
+		t := TCP(frame[p.L4Off:p.L3End])
+		if trackTCP(c, t, p.TCPFlags, dir, p.L3End-p.L4Off-t.HeaderLen()) {
+			e.removeConn(ci)
+		}
+	}
+	return e.sent(out, frame, c.serverSlot, p.IPLen)
+}
+
+// newFlow balances the first packet of a flow that matched rule ri (spec §6.2 steps 2–6).
+func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
+	r := &e.snap.Rules[ri]
+	rs := &e.rules[ri]
+	if !r.Enabled {
+		// A disabled rule's traffic is not processed: it goes on to the host, not dropped.
+		e.ctr.ruleAdd(rs.slot, rPktNotProcessed, p.IPLen)
+		return e.pass(gNotProcessed, frame)
+	}
+	if r.Topo != rules.TopoHalfNAT {
+		// DSR and full NAT are not implemented yet.
+		e.ctr.ruleAdd(rs.slot, rPktDropped, p.IPLen)
+		return e.drop(gUnsupported, frame)
+	}
+	if IPv4(frame[p.L3Off:]).TTL() <= 1 {
+		return e.drop(gTTLExceeded, frame)
+	}
+	si := pickServer(r, rs)
+	if si < 0 {
+		e.ctr.ruleAdd(rs.slot, rPktDropped, p.IPLen)
+		return e.drop(gDropped, frame)
+	}
+	sv := &rs.servers[si]
+	var c conn
+	c.orig = tuple{src: p.src, dst: p.dst, sport: p.SrcPort, dport: p.DstPort}
+	c.xlat = tuple{src: p.src, dst: sv.addr, sport: p.SrcPort, dport: r.ServerPort(&r.Servers[si], p.DstPort)}
+	c.proto = p.Proto
+	c.last, c.timeoutMs = e.now, rs.timeoutMs
+	c.serverSlot = sv.slot
+	c.ipDelta = csumAdd(csumDeltaAddr(c.orig.src, c.xlat.src), csumDeltaAddr(c.orig.dst, c.xlat.dst))
+	c.l4Delta = csumAdd(c.ipDelta, csumAdd(csumDelta16(c.orig.sport, c.xlat.sport), csumDelta16(c.orig.dport, c.xlat.dport)))
+	ci, st := e.conns.insert(&c, h, rs.slot, e.now)
+	switch st {
+	case insertFull:
+		e.ctr.ruleAdd(rs.slot, rNoMemPktDropped, p.IPLen)
+		return e.drop(gNoMemory, frame)
+	case insertConflict:
+		e.ctr.ruleAdd(rs.slot, rPktDropped, p.IPLen)
+		return e.drop(gConnConflict, frame)
+	}
+	e.slots[rs.slot].refs++
+	rs.advance(si)
+	// The entry exists from here on even if the next hop is not resolved yet: the packet is
+	// dropped then, and its retransmission follows the entry to the same server once ARP
+	// answers, as Solaris' IP would have queued it for that server.
+	return e.forwardConn(frame, p, ci, dirC2S)
+}
+
+// routeConn finds the out port and next-hop MAC for a packet of c travelling in dir toward dst.
+// The next hop's neighbour slot is cached in the entry, so an established flow skips the route
+// lookup and the neighbour hash probe. On failure the reason is counted (and an ARP request
+// scheduled on a neighbour miss); the caller drops the packet.
+func (e *Engine) routeConn(c *conn, dir int, dst addr, frame []byte) (uint16, [6]byte, bool) {
+	if c.nhEpoch != e.neigh.epoch {
+		c.nh, c.nhEpoch = [2]uint32{}, e.neigh.epoch
+	}
+	if s := c.nh[dir]; s != 0 {
+		if mac, ok := e.neighMAC(int(s - 1)); ok {
+			return e.neigh.slots[s-1].port, mac, true
+		}
+	}
+	out, nh, ok := e.nextHop(dst.v4())
+	if !ok {
+		e.drop(gNoRoute, frame)
+		return 0, [6]byte{}, false
+	}
+	i, mac, ok := e.resolve(addrFrom4(nh), out)
+	if c.nhEpoch != e.neigh.epoch { // resolve recycled a slot: other cached slots may be stale
+		c.nh, c.nhEpoch = [2]uint32{}, e.neigh.epoch
+	}
+	c.nh[dir] = uint32(i) + 1
+	if !ok {
+		e.count(gDropped)
+		return 0, [6]byte{}, false
+	}
+	return out, mac, true
+}
+
+// rewrite applies c's translation for direction dir to an IPv4 TCP/UDP packet in place, decrements
+// the TTL and patches both checksums incrementally (spec §6.3), then readdresses the Ethernet header
+// to the next hop. The caller has checked TTL > 1.
+func (e *Engine) rewrite(frame []byte, p *Parsed, c *conn, dir int, out uint16, mac [6]byte) {
+	var to tuple
+	ipDelta, l4Delta := c.ipDelta, c.l4Delta
+	if dir == dirC2S {
+		to = c.xlat
+	} else {
+		to = tuple{src: c.orig.dst, dst: c.orig.src, sport: c.orig.dport, dport: c.orig.sport}
+		ipDelta, l4Delta = ^ipDelta, ^l4Delta // undoing a change adds the complement of its delta
+	}
+	ip := IPv4(frame[p.L3Off:p.L4Off])
+	ip.SetSrc(to.src.v4())
+	ip.SetDst(to.dst.v4())
+	ttlWord := ip.TTLProtoWord()
+	ip.SetTTL(ip.TTL() - 1)
+	ip.SetChecksum(csumUpdate(ip.Checksum(), csumAdd(ipDelta, csumDelta16(ttlWord, ttlWord-0x100))))
+
+	l4 := frame[p.L4Off:p.L3End]
+	binary.BigEndian.PutUint16(l4[l4SrcPort:], to.sport)
+	binary.BigEndian.PutUint16(l4[l4DstPort:], to.dport)
+	off := l4ChecksumOffset(p.Proto)
+	sum := binary.BigEndian.Uint16(l4[off:])
+	if p.Proto == ProtoUDP {
+		if sum != 0 { // 0 means "no checksum" (RFC 768) and must stay so
+			if sum = csumUpdate(sum, l4Delta); sum == 0 {
+				sum = 0xffff // a computed 0 is sent as all ones
+			}
+		}
+	} else {
+		sum = csumUpdate(sum, l4Delta)
+	}
+	binary.BigEndian.PutUint16(l4[off:], sum)
+
+	eth := Ethernet(frame)
+	eth.SetDst(mac)
+	eth.SetSrc(e.ports[out].mac)
+}

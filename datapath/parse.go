@@ -1,0 +1,139 @@
+package datapath
+
+import "net/netip"
+
+// ParseStatus says whether Decode found every header the engine needs, and if not, what was wrong.
+type ParseStatus uint8
+
+// Decode outcomes. Every status but ParseOK means the frame is malformed and is dropped.
+const (
+	ParseOK              ParseStatus = iota
+	ParseShortEthernet               // shorter than an Ethernet header or its 802.1Q tag
+	ParseShortARP                    // ARP EtherType but fewer bytes than an Ethernet/IPv4 ARP packet
+	ParseBadIPv4                     // short header, version not 4, IHL < 5 or beyond the frame, bad total length
+	ParseBadIPv4Checksum             // header checksum does not verify
+	ParseBadL4                       // TCP or UDP header truncated or inconsistent with the IP length
+)
+
+// String names the status for logs and test failures.
+func (s ParseStatus) String() string {
+	switch s {
+	case ParseOK:
+		return "ok"
+	case ParseShortEthernet:
+		return "short ethernet"
+	case ParseShortARP:
+		return "short arp"
+	case ParseBadIPv4:
+		return "bad ipv4 header"
+	case ParseBadIPv4Checksum:
+		return "bad ipv4 checksum"
+	case ParseBadL4:
+		return "bad l4 header"
+	}
+	return "unknown"
+}
+
+// Parsed is the decoded summary of one frame. It holds offsets into the frame and copies of the
+// few fields classification needs, no pointers, so an Engine reuses one value for every packet.
+type Parsed struct {
+	EtherType uint16 // inner EtherType when tagged
+	Tagged    bool   // frame carries one 802.1Q tag
+	L3Off     int    // network header offset
+	L4Off     int    // transport header offset (IPv4: L3Off + IHL*4)
+	L3End     int    // end of the IP packet; bytes beyond are Ethernet padding
+	IPLen     int    // IP total length, the byte count used by the statistics
+	Proto     uint8  // IP protocol
+	Fragment  bool   // IPv4 fragment: MF set or offset non-zero; no transport header parsed
+	src, dst  addr   // IP addresses, v4-mapped (see Src and Dst)
+	SrcPort   uint16 // TCP/UDP source port
+	DstPort   uint16 // TCP/UDP destination port
+	TCPFlags  uint8  // TCP control bits
+}
+
+// Src returns the IP source address.
+func (p *Parsed) Src() netip.Addr { return p.src.netip() }
+
+// Dst returns the IP destination address.
+func (p *Parsed) Dst() netip.Addr { return p.dst.netip() }
+
+// Decode parses frame. It never reads outside frame and never panics; on ParseOK the offsets
+// it sets are within frame. Ethernet types other than IPv4 and ARP and IP protocols other than
+// TCP and UDP decode as ParseOK with only the outer fields set, so the caller decides their fate.
+func (p *Parsed) Decode(frame []byte) ParseStatus {
+	*p = Parsed{}
+	if len(frame) < EthernetHeaderSize {
+		return ParseShortEthernet
+	}
+	et := Ethernet(frame).Type()
+	off := EthernetHeaderSize
+	if et == EtherTypeVLAN {
+		if len(frame) < EthernetHeaderSize+VLANTagSize {
+			return ParseShortEthernet
+		}
+		et = VLAN(frame[EthernetHeaderSize:]).Type()
+		off += VLANTagSize
+		p.Tagged = true
+	}
+	p.EtherType = et
+	p.L3Off = off
+	switch et {
+	case EtherTypeARP:
+		if len(frame)-off < ARPSize {
+			return ParseShortARP
+		}
+		p.L3End = off + ARPSize
+	case EtherTypeIPv4:
+		return p.decodeIPv4(frame, off)
+	}
+	return ParseOK
+}
+
+// decodeIPv4 parses the IPv4 header at off and the TCP or UDP header after it.
+func (p *Parsed) decodeIPv4(frame []byte, off int) ParseStatus {
+	ip := IPv4(frame[off:])
+	if len(ip) < IPv4MinSize || ip.Version() != 4 {
+		return ParseBadIPv4
+	}
+	hl := ip.HeaderLen()
+	tl := ip.TotalLen()
+	if hl < IPv4MinSize || hl > len(ip) || tl < hl || tl > len(ip) {
+		return ParseBadIPv4
+	}
+	if !ipv4HeaderValid(ip[:hl]) {
+		return ParseBadIPv4Checksum
+	}
+	p.Proto = ip.Protocol()
+	p.src = addrFrom4(ip.Src())
+	p.dst = addrFrom4(ip.Dst())
+	p.IPLen = tl
+	p.L4Off = off + hl
+	p.L3End = off + tl
+	if ip.IsFragment() {
+		// Only the first fragment carries the transport header; the engine balances none of them.
+		p.Fragment = true
+		return ParseOK
+	}
+	l4 := frame[p.L4Off:p.L3End]
+	switch p.Proto {
+	case ProtoTCP:
+		if len(l4) < TCPMinSize {
+			return ParseBadL4
+		}
+		t := TCP(l4)
+		if hl := t.HeaderLen(); hl < TCPMinSize || hl > len(l4) {
+			return ParseBadL4
+		}
+		p.SrcPort, p.DstPort, p.TCPFlags = t.SrcPort(), t.DstPort(), t.Flags()
+	case ProtoUDP:
+		if len(l4) < UDPSize {
+			return ParseBadL4
+		}
+		u := UDP(l4)
+		if ul := u.Length(); ul < UDPSize || ul > len(l4) {
+			return ParseBadL4
+		}
+		p.SrcPort, p.DstPort = u.SrcPort(), u.DstPort()
+	}
+	return ParseOK
+}
