@@ -46,7 +46,10 @@ func TestStatsConcurrentReadersSeeConsistentCounters(t *testing.T) {
 		frames = append(frames, client(sport, TCPSyn).build(t))
 	}
 	buf := make([]byte, 0, 128)
-	for i := 0; i < 3000; i++ {
+	// Keep bursting until the readers have really overlapped with the worker: on a loaded
+	// machine they may not be scheduled during the first 3000 bursts.
+	start := time.Now()
+	for i := 0; i < 3000 || (reads.Load() < 100 && time.Since(start) < 10*time.Second); i++ {
 		h.e.BeginBurst(h.now)
 		for j, f := range frames[:1+i%32] {
 			buf = append(buf[:0], f...)
