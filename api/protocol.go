@@ -50,7 +50,13 @@ const (
 )
 
 // Mutates reports whether the request changes the configuration (and so needs authorization).
-func (o Op) Mutates() bool { return o != OpGetConfig }
+func (o Op) Mutates() bool {
+	switch o {
+	case OpGetConfig, OpStatistics, OpShowNAT, OpShowPersist:
+		return false
+	}
+	return true
+}
 
 // Request is one call to ilbd.
 type Request struct {
@@ -62,6 +68,8 @@ type Request struct {
 	Server *rules.ServerSpec  `json:"server,omitempty"`
 	Rule   *rules.Rule        `json:"rule,omitempty"`
 	HC     *rules.HealthCheck `json:"hc,omitempty"`
+	// Max limits how many entries show-nat and show-persist return (0: all).
+	Max int `json:"max,omitempty"`
 }
 
 // Response is ilbd's answer to one Request.
@@ -70,6 +78,10 @@ type Response struct {
 	// ID is the server ID that add-server allocated.
 	ID     string        `json:"id,omitempty"`
 	Config *rules.Config `json:"config,omitempty"`
+
+	Statistics *Statistics    `json:"statistics,omitempty"`
+	NAT        []NATEntry     `json:"nat,omitempty"`
+	Persist    []PersistEntry `json:"persist,omitempty"`
 }
 
 // StatusOf converts a configuration error into the status sent to the client.
@@ -79,6 +91,9 @@ func StatusOf(err error) compat.Status {
 	}
 	if e, ok := err.(*rules.Error); ok {
 		return compat.Status(e.Code)
+	}
+	if s, ok := err.(compat.Status); ok {
+		return s
 	}
 	return compat.StatusInternal
 }

@@ -1,10 +1,16 @@
 package api
 
 import (
+	"errors"
+	"io/fs"
 	"log"
+	"os"
 	"os/user"
 	"slices"
 	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ilbgo/ilb/compat"
 	"github.com/ilbgo/ilb/rules"
@@ -15,6 +21,7 @@ type Service struct {
 	Mgr        *rules.Manager
 	AdminGroup string      // members may change the configuration; root always may
 	Log        *log.Logger // records every change request and its outcome; may be nil
+	Tables     Tables      // the data plane's counters and tables; nil without a data plane
 }
 
 // authorized reports whether the peer may change the configuration: root, or a member of
@@ -98,17 +105,52 @@ func (c *Service) Handle(peer Peer, req *Request) *Response {
 		if req.HC == nil {
 			return &Response{Status: compat.StatusEINVAL}
 		}
-		err = c.Mgr.Change(func(cfg *rules.Config) error { return cfg.CreateHealthCheck(*req.HC) })
+		// The probe is looked at before taking the configuration lock (it touches the
+		// file system), but its verdict only counts after the name check, which ilbd
+		// makes first (D/ilbd_hc.c ilbd_create_hc).
+		probeErr := checkProbe(req.HC.Test)
+		err = c.Mgr.Change(func(cfg *rules.Config) error {
+			if cfg.HealthCheck(req.HC.Name) != nil {
+				return &rules.Error{Code: rules.CodeEEXIST}
+			}
+			if probeErr != nil {
+				return probeErr
+			}
+			return cfg.CreateHealthCheck(*req.HC)
+		})
 	case OpDeleteHealthCheck:
 		err = c.Mgr.Change(func(cfg *rules.Config) error { return cfg.DeleteHealthCheck(req.Name) })
 	default:
-		return &Response{Status: compat.StatusInvalCmd}
+		return c.handleTables(req)
 	}
 	resp.Status = StatusOf(err)
 	if req.Op.Mutates() && c.Log != nil {
 		c.Log.Printf("uid %d pid %d: %s %s: %s", peer.UID, peer.PID, req.Op, req.subject(), resp.Status)
 	}
 	return resp
+}
+
+// checkProbe is ilbd's check of a health check's test: the built-in PING, TCP and UDP,
+// or the absolute path of an executable file. A missing file is ENOENT ("no such/no more
+// element(s)"), anything else unusable EINVAL ("invalid argument(s) - see man page").
+// The check is the daemon's because the probe runs on the daemon's host.
+func checkProbe(test string) error {
+	switch strings.ToUpper(test) {
+	case "PING", "TCP", "UDP":
+		return nil
+	}
+	if !strings.HasPrefix(test, "/") {
+		return &rules.Error{Code: rules.CodeEINVAL}
+	}
+	st, err := os.Stat(test)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &rules.Error{Code: rules.CodeENOENT}
+	}
+	// Solaris asks access(X_OK), which also passes directories; a directory cannot be run.
+	if err != nil || !st.Mode().IsRegular() || unix.Access(test, unix.X_OK) != nil {
+		return &rules.Error{Code: rules.CodeEINVAL}
+	}
+	return nil
 }
 
 // subject names what a request is about, for the log.

@@ -8,6 +8,9 @@ import (
 // Both are matched case-insensitively and as whole words (A/ilbadm_subr.c i_match_key).
 type Key struct {
 	Name, Alias string
+	// ManAlias is an alias only the manual documents (pmask's "stickiness"); accepted too,
+	// so that scripts written from the manual run (spec policy 2).
+	ManAlias string
 }
 
 // KV is one parsed item of an option string.
@@ -20,14 +23,14 @@ type KV struct {
 // Key tables of ilbadm (A/ilbadm_rules.c, A/ilbadm_sg.c, A/ilbadm_hc.c). The index
 // constants below name their entries.
 var (
-	incomingKeys = []Key{{"vip", ""}, {"port", ""}, {"protocol", "prot"}}
-	methodKeys   = []Key{{"lbalg", "algo"}, {"type", "topo"}, {"proxy-src", "nat-src"}, {"pmask", "persist"}}
-	outgoingKeys = []Key{{"servergroup", "sg"}}
-	hcRuleKeys   = []Key{{"hc-name", "hcn"}, {"hc-port", "hcp"}}
-	timerKeys    = []Key{{"conn-drain", ""}, {"nat-timeout", ""}, {"persist-timeout", ""}}
-	serverKeys   = []Key{{"server", "servers"}}
-	serverIDKeys = []Key{{"server", ""}}
-	hcKeys       = []Key{{"hc-test", "hc-test"}, {"hc-count", "hc-count"}, {"hc-timeout", "hc-tout"}, {"hc-interval", "hc-intl"}}
+	incomingKeys = []Key{{Name: "vip", Alias: ""}, {Name: "port", Alias: ""}, {Name: "protocol", Alias: "prot"}}
+	methodKeys   = []Key{{Name: "lbalg", Alias: "algo"}, {Name: "type", Alias: "topo"}, {Name: "proxy-src", Alias: "nat-src"}, {Name: "pmask", Alias: "persist", ManAlias: "stickiness"}}
+	outgoingKeys = []Key{{Name: "servergroup", Alias: "sg"}}
+	hcRuleKeys   = []Key{{Name: "hc-name", Alias: "hcn"}, {Name: "hc-port", Alias: "hcp"}}
+	timerKeys    = []Key{{Name: "conn-drain", Alias: ""}, {Name: "nat-timeout", Alias: ""}, {Name: "persist-timeout", Alias: ""}}
+	serverKeys   = []Key{{Name: "server", Alias: "servers"}}
+	serverIDKeys = []Key{{Name: "server", Alias: ""}}
+	hcKeys       = []Key{{Name: "hc-test", Alias: "hc-test"}, {Name: "hc-count", Alias: "hc-count"}, {Name: "hc-timeout", Alias: "hc-tout"}, {Name: "hc-interval", Alias: "hc-intl"}}
 )
 
 // Indexes into the key tables.
@@ -44,7 +47,8 @@ const (
 // key whose alias is empty, exactly like the C comparison against "".
 func matchKey(typed string, keys []Key) int {
 	for i, k := range keys {
-		if strings.EqualFold(typed, k.Name) || strings.EqualFold(typed, k.Alias) {
+		if strings.EqualFold(typed, k.Name) || strings.EqualFold(typed, k.Alias) ||
+			(k.ManAlias != "" && strings.EqualFold(typed, k.ManAlias)) {
 			return i
 		}
 	}

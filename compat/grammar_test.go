@@ -29,7 +29,7 @@ func TestParseOptString(t *testing.T) {
 		{"missing =", "vip=1.2.3.4,port", incomingKeys, false, nil, "port: assignment '=' missing"},
 		{"empty middle item", "vip=1.2.3.4,,port=80", incomingKeys, false, nil, ": assignment '=' missing"},
 		{"bad keyword", "vip=1.2.3.4,foo=1", incomingKeys, false, nil, "bad keyword foo"},
-		{"stickiness is not an alias", "stickiness=24", methodKeys, false, nil, "bad keyword stickiness"},
+		{"stickiness is the manual's alias of pmask", "stickiness=24", methodKeys, false, []KV{{3, "stickiness", "24"}}, ""},
 		{"prefix is not a match", "proto=tcp", incomingKeys, false, nil, "bad keyword proto"},
 		{"empty value", "vip=", incomingKeys, false, nil, "vip: missing value"},
 		{"empty value alias as typed", "PROT=", incomingKeys, false, nil, "PROT: missing value"},

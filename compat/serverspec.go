@@ -85,3 +85,41 @@ func ServerIDGroup(id string) (group string, ok bool) {
 	}
 	return id[1:i], true
 }
+
+// ParseServerRefs parses remove-server's -s argument as ilbadm accepts it:
+// "server=<ref>[,<ref>...]", each a server ID (all Solaris accepts) or, as the manual
+// documents (spec policy 2), an address ("[...]" optional for IPv6) or a host name for
+// the caller to look up in the group. The key has no "servers" alias. Anything that
+// cannot be one of these is "<item>: server ID is invalid", as on Solaris.
+func ParseServerRefs(optarg string) ([]string, *CLIError) {
+	var out []string
+	err := parseOpts(optarg, serverIDKeys, true, func(kv KV) *valError {
+		if !IsServerID(kv.Value) && !isAddrOrHostName(kv.Value) {
+			return admErr(AdmInvalSrvID)
+		}
+		out = append(out, kv.Value)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// isAddrOrHostName reports whether s is a numeric address, optionally bracketed, or
+// has the syntax of a host name (letters, digits, '-' and '.').
+func isAddrOrHostName(s string) bool {
+	if _, ok := parseNumericAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")); ok {
+		return true
+	}
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || isDigit(c) || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}

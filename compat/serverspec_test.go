@@ -171,6 +171,34 @@ func TestParseServerIDs(t *testing.T) {
 	}
 }
 
+// remove-server also takes addresses and host names (spec policy 2); only values that
+// cannot be either keep Solaris' "server ID is invalid".
+func TestParseServerRefs(t *testing.T) {
+	for _, tt := range []struct {
+		arg  string
+		want []string
+		err  string
+	}{
+		{"server=_sg1.0,10.0.0.1,[2001:db8::1],2001:db8::2,web-1.example.com",
+			[]string{"_sg1.0", "10.0.0.1", "[2001:db8::1]", "2001:db8::2", "web-1.example.com"}, ""},
+		{"servers=_sg1.0", nil, "bad keyword servers"},
+		{"server=_sg1.0,a/b", nil, "a/b: server ID is invalid"},
+		{"server=10.0.0.1:80", nil, "server: server ID is invalid"},
+		{"server=", nil, "server: missing value"},
+	} {
+		got, err := ParseServerRefs(tt.arg)
+		if tt.err != "" {
+			if err == nil || err.Error() != tt.err {
+				t.Errorf("%q: err %v, want %q", tt.arg, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%q: %v %v", tt.arg, got, err)
+		}
+	}
+}
+
 func TestFormatAddrAndPorts(t *testing.T) {
 	for _, tt := range []struct{ in, want string }{
 		{"10.0.0.1", "10.0.0.1"},

@@ -77,21 +77,34 @@ type command struct {
 	run         func(e *env, args []string) error
 }
 
-// commands lists the subcommands in Solaris' order.
-var commands = []command{
-	{"create-rule", "create-rl", createRule},
-	{"delete-rule", "delete-rl", deleteRule},
-	{"enable-rule", "enable-rl", enableRule},
-	{"disable-rule", "disable-rl", disableRule},
-	{"show-rule", "show-rl", showRule},
-	{"create-servergroup", "create-sg", createServerGroup},
-	{"delete-servergroup", "delete-sg", deleteServerGroup},
-	{"show-servergroup", "show-sg", showServerGroup},
-	{"add-server", "add-srv", addServer},
-	{"remove-server", "remove-srv", removeServer},
-	{"disable-server", "disable-srv", disableServer},
-	{"enable-server", "enable-srv", enableServer},
-	{"show-server", "show-srv", showServer},
+// commands lists the subcommands in Solaris' order. It is filled in init because
+// import-config runs its lines through dispatch, which reads the table.
+var commands []command
+
+func init() {
+	commands = []command{
+		{"create-rule", "create-rl", createRule},
+		{"delete-rule", "delete-rl", deleteRule},
+		{"enable-rule", "enable-rl", enableRule},
+		{"disable-rule", "disable-rl", disableRule},
+		{"show-rule", "show-rl", showRule},
+		{"create-servergroup", "create-sg", createServerGroup},
+		{"delete-servergroup", "delete-sg", deleteServerGroup},
+		{"show-servergroup", "show-sg", showServerGroup},
+		{"add-server", "add-srv", addServer},
+		{"remove-server", "remove-srv", removeServer},
+		{"disable-server", "disable-srv", disableServer},
+		{"enable-server", "enable-srv", enableServer},
+		{"show-server", "show-srv", showServer},
+		{"show-healthcheck", "show-hc", showHealthCheck},
+		{"create-healthcheck", "create-hc", createHealthCheck},
+		{"delete-healthcheck", "delete-hc", deleteHealthCheck},
+		{"export-config", "export-cf", exportConfig},
+		{"import-config", "import-cf", importConfig},
+		{"show-statistics", "show-stats", showStatistics},
+		{"show-nat", "show-nat", showNAT},
+		{"show-persist", "show-pt", showPersist},
+	}
 }
 
 // lookup matches a subcommand name or alias case-insensitively, as Solaris does.
@@ -172,9 +185,13 @@ func (e *env) dispatch(argv []string) error {
 	}
 	for i := range commands {
 		c := &commands[i]
+		var aliases []string
+		if c.alias != c.name { // show-nat's "alias" is its own name
+			aliases = []string{c.alias}
+		}
 		app.Commands = append(app.Commands, &cli.Command{
 			Name:            c.name,
-			Aliases:         []string{c.alias},
+			Aliases:         aliases,
 			SkipFlagParsing: true,
 			HideHelp:        true,
 			Action: func(ctx *cli.Context) error {

@@ -14,26 +14,51 @@ import (
 // end to end through the real protocol without DPDK.
 func daemon(t *testing.T) string {
 	t.Helper()
+	return newDaemon(t, true).sock
+}
+
+// testDaemon is an in-process ilbd control plane.
+type testDaemon struct {
+	sock  string
+	store string // the configuration file; "" for a daemon without one
+	mgr   *rules.Manager
+}
+
+// newDaemon starts an in-process daemon; withStore=false keeps the configuration in
+// memory only (no fsync per change), for the fuzz target.
+func newDaemon(t testing.TB, withStore bool) *testDaemon {
+	t.Helper()
 	dir := t.TempDir()
-	mgr, err := rules.NewManager(&rules.Store{Path: filepath.Join(dir, "config.json")})
+	d := &testDaemon{sock: filepath.Join(dir, "ilb.sock")}
+	var store *rules.Store
+	if withStore {
+		d.store = filepath.Join(dir, "config.json")
+		store = &rules.Store{Path: d.store}
+	}
+	mgr, err := rules.NewManager(store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(dir, "ilb.sock")
-	l, err := api.Listen(sock)
+	d.mgr = mgr
+	l, err := api.Listen(d.sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	svc := &api.Service{Mgr: mgr}
 	go api.Serve(l, svc.Handle)
 	t.Cleanup(func() { l.Close() })
-	return sock
+	return d
 }
 
 // ilbadm runs one command line and returns stdout, stderr and the exit status.
 func ilbadm(sock string, line string) (string, string, int) {
+	return ilbadmIn(sock, line, "")
+}
+
+// ilbadmIn is ilbadm with stdin.
+func ilbadmIn(sock, line, stdin string) (string, string, int) {
 	var out, errb bytes.Buffer
-	e := &env{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), prog: "ilbadm", socket: sock}
+	e := &env{stdout: &out, stderr: &errb, stdin: strings.NewReader(stdin), prog: "ilbadm", socket: sock}
 	status := e.main(strings.Fields(line))
 	return out.String(), errb.String(), status
 }

@@ -99,7 +99,7 @@ func removeServer(e *env, args []string) error {
 	for c, ok := g.Next(); ok; c, ok = g.Next() {
 		switch c {
 		case 's':
-			ids, cerr := compat.ParseServerIDs(g.Optarg)
+			ids, cerr := compat.ParseServerRefs(g.Optarg)
 			if cerr != nil {
 				return e.fail(cerr)
 			}

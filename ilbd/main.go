@@ -46,6 +46,7 @@ func run(args []string) int {
 		debug, debugLong, showVersion bool
 		settingsPath, socket, store   string
 		eal, gateway, adminGroup      string
+		exception                     string
 		ports                         multiFlag
 	)
 	fs.BoolVar(&debug, "d", false, "stay in the foreground and log to stderr")
@@ -57,6 +58,7 @@ func run(args []string) int {
 	fs.StringVar(&eal, "eal", "", "DPDK EAL arguments, space separated")
 	fs.Var(&ports, "port", `data-plane port "DEVICE ADDR/PREFIX..." (repeatable)`)
 	fs.StringVar(&gateway, "gateway", "", "default gateway of the data plane")
+	fs.StringVar(&exception, "exception", "", "exception path to the host's kernel through a TAP per port: on or off")
 	fs.StringVar(&adminGroup, "admin-group", "", "group whose members may change the configuration")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "Usage: %s [-d|--debug] [-f settings] [-socket path] [-store path]\n", os.Args[0])
@@ -101,6 +103,11 @@ func run(args []string) int {
 		}
 		if gateway != "" {
 			if err := s.set("gateway", []string{gateway}); err != nil {
+				return err
+			}
+		}
+		if exception != "" {
+			if err := s.set("exception", []string{exception}); err != nil {
 				return err
 			}
 		}
@@ -162,6 +169,9 @@ func serve(s *Settings, logger *log.Logger) error {
 		return fmt.Errorf("control socket %s: %w", s.Socket, err)
 	}
 	svc := &api.Service{Mgr: mgr, AdminGroup: s.AdminGroup, Log: logger}
+	if dp != nil {
+		svc.Tables = tables{dp}
+	}
 	done := make(chan error, 1)
 	go func() { done <- api.Serve(l, svc.Handle) }()
 	logger.Printf("listening on %s", s.Socket)

@@ -420,7 +420,10 @@ func (c *Config) CreateHealthCheck(h HealthCheck) error {
 	if c.HealthCheck(h.Name) != nil {
 		return fail(CodeEEXIST)
 	}
-	if h.Timeout < 0 || h.Count < 0 || h.Interval <= h.Timeout*h.Count {
+	// interval > timeout*count (libilb), tested without multiplying: a client other
+	// than ilbadm may send any numbers.
+	if h.Timeout < 0 || h.Count < 0 || h.Interval <= 0 ||
+		(h.Count > 0 && h.Timeout > (h.Interval-1)/h.Count) || len(h.Test) > MaxHCTest {
 		return fail(CodeEINVAL)
 	}
 	switch strings.ToUpper(h.Test) {

@@ -232,3 +232,52 @@ func TestStoreSaveIsAtomic(t *testing.T) {
 		t.Fatal("corrupt store loaded without error")
 	}
 }
+
+// ilbd's health-check checks: names unique ignoring case, interval > timeout*count
+// (without overflow for any numbers a client sends), a known test or an absolute path;
+// a check in use by any rule cannot be deleted.
+func TestHealthChecks(t *testing.T) {
+	c := baseConfig(t)
+	ok := HealthCheck{Name: "hc1", Test: "tcp", Timeout: 5, Count: 3, Interval: 16}
+	if err := c.CreateHealthCheck(ok); err != nil {
+		t.Fatal(err)
+	}
+	const maxInt = int(^uint(0) >> 1)
+	long := make([]byte, MaxHCTest+1)
+	for i := range long {
+		long[i] = 'x'
+	}
+	long[0] = '/'
+	for _, tt := range []struct {
+		hc   HealthCheck
+		want Code
+	}{
+		{HealthCheck{Name: "HC1", Test: "udp", Interval: 1}, CodeEEXIST},
+		{HealthCheck{Name: "h", Test: "tcp", Timeout: 5, Count: 3, Interval: 15}, CodeEINVAL},
+		{HealthCheck{Name: "h", Test: "tcp", Timeout: maxInt, Count: maxInt, Interval: maxInt}, CodeEINVAL},
+		{HealthCheck{Name: "h", Test: "tcp", Timeout: -1, Count: 1, Interval: 10}, CodeEINVAL},
+		{HealthCheck{Name: "h", Test: "tcp", Interval: 0}, CodeEINVAL},
+		{HealthCheck{Name: "h", Test: "probe.sh", Interval: 10}, CodeEINVAL},
+		{HealthCheck{Name: "h", Test: string(long), Interval: 10}, CodeEINVAL},
+		{HealthCheck{Name: "", Test: "tcp", Interval: 10}, CodeEINVAL},
+		{HealthCheck{Name: "h", Test: "PING", Timeout: maxInt, Count: 0, Interval: 1}, 0},
+	} {
+		if got := code(c.CreateHealthCheck(tt.hc)); got != tt.want {
+			t.Errorf("%+v: code %d, want %d", tt.hc, got, tt.want)
+		}
+	}
+	r := halfNAT("r1")
+	r.HCName = "HC1"
+	if err := c.CreateRule(r); err != nil {
+		t.Fatal(err)
+	}
+	if got := code(c.DeleteHealthCheck("hc1")); got != CodeInUse {
+		t.Errorf("delete in use: %d", got)
+	}
+	if got := code(c.DeleteHealthCheck("nosuch")); got != CodeENOENT {
+		t.Errorf("delete unknown: %d", got)
+	}
+	if got := code(c.DeleteHealthCheck("H")); got != 0 || c.HealthCheck("h") != nil {
+		t.Errorf("delete h: %d", got)
+	}
+}

@@ -9,6 +9,7 @@ const (
 	MaxRuleName     = 19   // ILB_NAMESZ - 1
 	MaxGroupName    = 14   // ILB_SGNAME_SZ - 1
 	MaxHCName       = 19   // ILB_NAMESZ - 1
+	MaxHCTest       = 1023 // MAXPATHLEN - 1: an external test's path
 	MaxServers      = 1000 // MAX_SRVCOUNT per group
 	MaxProxySrc     = 10   // ILB_MAX_NAT_SRC
 	MaxAddressRange = 256  // addresses in one server range (MAX_IP_SPREAD + 1)

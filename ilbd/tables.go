@@ -1,0 +1,70 @@
+package main
+
+import (
+	"time"
+
+	"github.com/ilbgo/ilb/api"
+	"github.com/ilbgo/ilb/compat"
+	"github.com/ilbgo/ilb/datapath"
+)
+
+// dumpTimeout bounds how long a show-nat or show-persist request waits for the worker,
+// which answers at the end of its current burst (microseconds when it runs at all).
+const dumpTimeout = 5 * time.Second
+
+// tables gives the control service the data plane's counters and tables. Counters are
+// published by the worker once per burst and copied here without a lock on the packet path.
+type tables struct {
+	dp *dataplane
+}
+
+// Statistics converts the engine's counters to the kstat-like sample of api.
+func (t tables) Statistics() api.Statistics {
+	s := t.dp.engine.Stats()
+	st := api.Statistics{FragIn: s.Global.FragIn, FragDropped: s.Global.FragDropped}
+	for _, r := range s.Rules {
+		if !r.Draining {
+			st.NumRules++
+		}
+		rs := api.RuleStatistics{
+			Name: r.Name, Instance: r.ID, Draining: r.Draining,
+			PktNotProcessed: r.PktNotProcessed, BytesNotProcessed: r.BytesNotProcessed,
+			PktDropped: r.PktDropped, BytesDropped: r.BytesDropped,
+			NoMemPktDropped: r.NoMemPktDropped, NoMemBytesDropped: r.NoMemBytesDropped,
+			NoPortPktDropped: r.NoPortPktDropped, NoPortBytesDropped: r.NoPortBytesDropped,
+			ICMPEchoProcessed: r.ICMPEchoProcessed, ICMPDropped: r.ICMPDropped,
+			ICMPTooBigProcessed: r.ICMPTooBigProcessed, ICMPTooBigDropped: r.ICMPTooBigDropped,
+		}
+		for _, sv := range r.Servers {
+			rs.Servers = append(rs.Servers, api.ServerStatistics{
+				ID: sv.ID, Addr: sv.Addr, PktProcessed: sv.PktProcessed, BytesProcessed: sv.BytesProcessed,
+			})
+		}
+		st.Rules = append(st.Rules, rs)
+	}
+	return st
+}
+
+// NAT asks the worker for its connection entries.
+func (t tables) NAT(max int) ([]api.NATEntry, error) {
+	ch, ok := t.dp.engine.RequestNATDump(max)
+	if !ok {
+		return nil, compat.StatusInProgress
+	}
+	var entries []datapath.NATEntry
+	select {
+	case entries = <-ch:
+	case <-time.After(dumpTimeout):
+		return nil, compat.StatusInternal
+	}
+	out := make([]api.NATEntry, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, api.NATEntry{Proto: e.Proto, Client: e.Client, VIP: e.VIP, NATSrc: e.NATSrc, Server: e.Server})
+	}
+	return out, nil
+}
+
+// Persist returns the persistence table; the engine keeps none yet, so it is empty.
+func (t tables) Persist(max int) ([]api.PersistEntry, error) {
+	return nil, nil
+}
