@@ -233,15 +233,14 @@ func (p *statPrinter) value(field string) (string, bool) {
 		if p.opts.itemize {
 			return p.itemValue(bytes)
 		}
-		v, ok := p.processed(p.cur, bytes)
+		v := processed(p.cur, bytes)
 		if p.abs {
 			return p.rate(v), true
 		}
-		if !ok || !sameServers(p.cur, p.prev) {
+		if !sameServers(p.cur, p.prev) {
 			return "", false
 		}
-		old, _ := p.processed(p.prev, bytes)
-		return p.rate(v - old), true
+		return p.rate(v - processed(p.prev, bytes)), true
 	case "RULENAME":
 		return p.cur.rules[p.item.rule].Name, true
 	case "SERVERNAME":
@@ -296,14 +295,14 @@ func serverCounter(s api.ServerStatistics, bytes bool) uint64 {
 }
 
 // processed sums the selected servers' counters over the selected rules.
-func (p *statPrinter) processed(s *statSample, bytes bool) (uint64, bool) {
+func processed(s *statSample, bytes bool) uint64 {
 	var v uint64
 	for _, r := range s.rules {
 		for _, sv := range r.Servers {
 			v += serverCounter(sv, bytes)
 		}
 	}
-	return v, true
+	return v
 }
 
 // sameRules reports whether two samples hold the same rule instances, so that their
