@@ -139,6 +139,17 @@ func (p Port) MAC() ([6]byte, error) {
 	return mac, wrap(errno(rc), "port %d mac", p)
 }
 
+// SetMAC sets the port's default Ethernet address
+// (rte_eth_dev_default_mac_addr_set). For a net_tap port this is also the
+// address of its kernel interface. mac must be a unicast, non-zero address.
+func (p Port) SetMAC(mac [6]byte) error {
+	if mac == ([6]byte{}) || mac[0]&1 != 0 {
+		return fmt.Errorf("dpdk: port %d set mac: %x is not a unicast address", p, mac)
+	}
+	rc := C.lb_port_set_mac(C.uint16_t(p), (*C.uint8_t)(unsafe.Pointer(&mac[0])))
+	return wrap(errno(rc), "port %d set mac", p)
+}
+
 // Link is the link state of a port.
 type Link struct {
 	Up         bool

@@ -459,6 +459,25 @@ func TestNullPort(t *testing.T) {
 	if _, err := port.MAC(); err != nil {
 		t.Error(err)
 	}
+	// SetMAC changes what MAC reports; group and zero addresses are refused
+	// and leave it unchanged.
+	want := [6]byte{0x02, 0x00, 0x5e, 0x00, 0x53, 0x01}
+	if err := port.SetMAC(want); err != nil {
+		t.Errorf("SetMAC(%x): %v", want, err)
+	} else if got, err := port.MAC(); err != nil || got != want {
+		t.Errorf("MAC() after SetMAC(%x) = %x, %v", want, got, err)
+	}
+	for _, bad := range [][6]byte{{}, {0x01, 0x00, 0x5e, 0x00, 0x00, 0x01}} {
+		if err := port.SetMAC(bad); err == nil {
+			t.Errorf("SetMAC(%x) succeeded, want an error", bad)
+		}
+	}
+	if got, _ := port.MAC(); got != want {
+		t.Errorf("MAC() = %x after refused SetMAC calls, want %x", got, want)
+	}
+	if err := dpdk.Port(dpdk.MaxPorts - 1).SetMAC(want); err == nil {
+		t.Error("SetMAC on a port that does not exist succeeded")
+	}
 	link, err := port.Link()
 	if err != nil {
 		t.Fatal(err)

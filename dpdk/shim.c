@@ -268,6 +268,14 @@ int lb_port_mac(uint16_t port, uint8_t *mac)
 	return 0;
 }
 
+int lb_port_set_mac(uint16_t port, const uint8_t *mac)
+{
+	struct rte_ether_addr a;
+
+	memcpy(a.addr_bytes, mac, RTE_ETHER_ADDR_LEN);
+	return rte_eth_dev_default_mac_addr_set(port, &a);
+}
+
 int lb_port_link(uint16_t port, struct lb_link *out)
 {
 	struct rte_eth_link l;

@@ -147,6 +147,7 @@ int lb_port_count(void);
 int lb_port_list(uint16_t *out, int max);
 int lb_port_info(uint16_t port, struct lb_port_info *out);
 int lb_port_mac(uint16_t port, uint8_t *mac);
+int lb_port_set_mac(uint16_t port, const uint8_t *mac);
 int lb_port_link(uint16_t port, struct lb_link *out);
 int lb_port_stats(uint16_t port, struct lb_stats *out);
 int lb_port_promisc(uint16_t port, int on);

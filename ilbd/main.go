@@ -168,7 +168,9 @@ func serve(s *Settings, logger *log.Logger) error {
 	if err != nil {
 		return fmt.Errorf("control socket %s: %w", s.Socket, err)
 	}
-	svc := &api.Service{Mgr: mgr, AdminGroup: s.AdminGroup, Log: logger}
+	checker := startHealth(mgr, logger)
+	defer checker.close()
+	svc := &api.Service{Mgr: mgr, AdminGroup: s.AdminGroup, Log: logger, Health: checker}
 	if dp != nil {
 		svc.Tables = tables{dp}
 	}

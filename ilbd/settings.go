@@ -22,7 +22,26 @@ type PortSetting struct {
 	// Device is a vdev ("net_af_packet0,iface=lb0") or a PCI address ("0000:03:00.0").
 	Device string
 	Addrs  []netip.Prefix
+	// Tap names the kernel interface of the port's exception path ("tap=NAME" on the
+	// port line); empty means the default, DefaultTapPrefix + the port's index.
+	Tap string
+	// Exception is the port's own "exception=on|off" option; exceptionDefault means
+	// the global "exception" setting decides.
+	Exception tristate
 }
+
+// tristate is an on/off option that may be left to a default.
+type tristate uint8
+
+const (
+	exceptionDefault tristate = iota
+	exceptionOn
+	exceptionOff
+)
+
+// DefaultTapPrefix names the kernel interfaces of the exception path: ilb0 for the
+// first port, ilb1 for the second, and so on.
+const DefaultTapPrefix = "ilb"
 
 // IsVdev reports whether the device is a virtual device (given to EAL with --vdev) rather
 // than a PCI device (given with -a).
@@ -45,6 +64,9 @@ type Settings struct {
 	AdminGroup string
 	// ConnTable is the number of connection entries per data-plane worker.
 	ConnTable int
+	// NoException turns the exception path (a TAP per port to the host's kernel) off
+	// for every port that does not turn it on itself ("exception off").
+	NoException bool
 }
 
 // parseSettings reads a settings file: one "key value..." per line, '#' starts a comment.
@@ -99,23 +121,125 @@ func (s *Settings) set(key string, args []string) error {
 				err = errors.New("conn-table must be at least 1024")
 			}
 		}
+	case "exception":
+		var v string
+		if v, err = one(); err == nil {
+			var t tristate
+			if t, err = parseOnOff(key, v); err == nil {
+				s.NoException = t == exceptionOff
+			}
+		}
 	case "port":
 		if len(args) < 2 {
 			return errors.New("port needs a device and at least one address/prefix")
 		}
 		p := PortSetting{Device: args[0]}
 		for _, a := range args[1:] {
+			if k, v, ok := strings.Cut(a, "="); ok {
+				if perr := p.setOption(k, v); perr != nil {
+					return fmt.Errorf("port %s: %w", args[0], perr)
+				}
+				continue
+			}
 			pfx, perr := netip.ParsePrefix(a)
 			if perr != nil {
 				return fmt.Errorf("port %s: %w", args[0], perr)
 			}
 			p.Addrs = append(p.Addrs, pfx)
 		}
+		if len(p.Addrs) == 0 {
+			return fmt.Errorf("port %s: needs at least one address/prefix", args[0])
+		}
 		s.Ports = append(s.Ports, p)
 	default:
 		return fmt.Errorf("unknown setting %q", key)
 	}
 	return err
+}
+
+// setOption applies one KEY=VALUE option of a port line.
+func (p *PortSetting) setOption(k, v string) error {
+	switch k {
+	case "tap":
+		if err := checkIfName(v); err != nil {
+			return fmt.Errorf("tap=%s: %w", v, err)
+		}
+		p.Tap = v
+	case "exception":
+		t, err := parseOnOff(k, v)
+		if err != nil {
+			return err
+		}
+		p.Exception = t
+	default:
+		return fmt.Errorf("unknown port option %q (want tap=NAME or exception=on|off)", k+"="+v)
+	}
+	return nil
+}
+
+func parseOnOff(key, v string) (tristate, error) {
+	switch v {
+	case "on":
+		return exceptionOn, nil
+	case "off":
+		return exceptionOff, nil
+	}
+	return exceptionDefault, fmt.Errorf("%s must be on or off, not %q", key, v)
+}
+
+// checkIfName accepts a Linux interface name that can also be passed inside a DPDK
+// device argument: 1 to 15 bytes, no '/', ',', '=', ':' or white space.
+func checkIfName(n string) error {
+	if n == "" || len(n) > 15 {
+		return errors.New("interface names are 1 to 15 bytes long")
+	}
+	if n == "." || n == ".." {
+		return errors.New("not a valid interface name")
+	}
+	for _, c := range []byte(n) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("/,=:", c) >= 0 {
+			return fmt.Errorf("character %q is not allowed in an interface name", c)
+		}
+	}
+	return nil
+}
+
+// TapName returns the kernel interface of port i's exception path and whether the port
+// has one at all.
+func (s *Settings) TapName(i int) (string, bool) {
+	p := s.Ports[i]
+	if p.Exception == exceptionOff || (p.Exception == exceptionDefault && s.NoException) {
+		return "", false
+	}
+	if p.Tap != "" {
+		return p.Tap, true
+	}
+	return fmt.Sprintf("%s%d", DefaultTapPrefix, i), true
+}
+
+// checkTaps fails if two ports would use the same exception interface, or one a kernel
+// interface that a port's device works on (its iface= argument).
+func (s *Settings) checkTaps() error {
+	seen := map[string]int{}
+	for i := range s.Ports {
+		name, ok := s.TapName(i)
+		if !ok {
+			continue
+		}
+		if j, dup := seen[name]; dup {
+			return fmt.Errorf("ports %s and %s would both use the exception interface %s (give one of them tap=NAME)",
+				s.Ports[j].Name(), s.Ports[i].Name(), name)
+		}
+		seen[name] = i
+	}
+	for _, p := range s.Ports {
+		if i, dup := seen[deviceIface(p.Device)]; dup {
+			n, _ := s.TapName(i)
+			return fmt.Errorf("port %s: its exception interface %s is the interface of port %s (name it with tap=NAME)",
+				s.Ports[i].Name(), n, p.Device)
+		}
+	}
+	return nil
 }
 
 // loadSettings reads the settings file: the default one may be missing, an explicit one not.

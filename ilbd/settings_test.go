@@ -1,0 +1,133 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func settingsFrom(t *testing.T, text string) (*Settings, error) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "ilbd.conf")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return loadSettings(p, true)
+}
+
+func TestExceptionSettings(t *testing.T) {
+	s, err := settingsFrom(t, `
+eal   -l 0-1
+port  net_af_packet0,iface=lbc 198.51.100.1/24
+port  net_af_packet1,iface=lbs 192.0.2.1/24 tap=srvtap
+port  0000:03:00.0 203.0.113.1/24 exception=off
+port  net_null0 203.0.113.129/25 exception=on
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type tap struct {
+		name string
+		on   bool
+	}
+	check := func(want ...tap) {
+		t.Helper()
+		for i, w := range want {
+			if name, on := s.TapName(i); name != w.name || on != w.on {
+				t.Errorf("TapName(%d) = %q, %v; want %q, %v", i, name, on, w.name, w.on)
+			}
+		}
+	}
+	check(tap{"ilb0", true}, tap{"srvtap", true}, tap{"", false}, tap{"ilb3", true})
+	if got := s.Ports[1].Addrs; len(got) != 1 || got[0].String() != "192.0.2.1/24" {
+		t.Errorf("port 1 addresses %v: options must not be taken for addresses", got)
+	}
+	args := ealArgs(s)
+	for _, want := range []string{"--vdev=net_tap_ilb0,iface=ilb0", "--vdev=net_tap_ilb1,iface=srvtap", "--vdev=net_tap_ilb3,iface=ilb3"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("EAL arguments %q lack %s", args, want)
+		}
+	}
+	if slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "net_tap_ilb2") }) {
+		t.Errorf("EAL arguments %q create a TAP for a port with exception=off", args)
+	}
+
+	// "exception off" turns it off for every port that does not say exception=on.
+	if err := s.set("exception", []string{"off"}); err != nil {
+		t.Fatal(err)
+	}
+	check(tap{"", false}, tap{"", false}, tap{"", false}, tap{"ilb3", true})
+	if err := s.set("exception", []string{"on"}); err != nil {
+		t.Fatal(err)
+	}
+	check(tap{"ilb0", true}, tap{"srvtap", true}, tap{"", false}, tap{"ilb3", true})
+	if err := s.checkTaps(); err != nil {
+		t.Errorf("checkTaps: %v", err)
+	}
+}
+
+func TestExceptionSettingsErrors(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"exception maybe\n", "on or off"},
+		{"exception\n", "takes one value"},
+		{"port net_null0 198.51.100.1/24 tap=\n", "1 to 15 bytes"},
+		{"port net_null0 198.51.100.1/24 tap=averyveryverylongname\n", "1 to 15 bytes"},
+		{"port net_null0 198.51.100.1/24 tap=a,b\n", "not allowed"},
+		{"port net_null0 198.51.100.1/24 tap=a/b\n", "not allowed"},
+		{"port net_null0 198.51.100.1/24 exception=no\n", "on or off"},
+		{"port net_null0 198.51.100.1/24 colour=blue\n", "unknown port option"},
+		{"port net_null0 tap=x0\n", "at least one address"},
+	} {
+		if _, err := settingsFrom(t, c.text); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want one containing %q", c.text, err, c.want)
+		}
+	}
+	s, err := settingsFrom(t, "port net_null0 198.51.100.1/24 tap=ilb1\nport net_null1 192.0.2.1/24\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.checkTaps(); err == nil || !strings.Contains(err.Error(), "ilb1") {
+		t.Errorf("two ports on ilb1: checkTaps = %v", err)
+	}
+	s, err = settingsFrom(t, "port net_tap0,iface=ilb1 198.51.100.1/24 exception=off\nport net_null1 192.0.2.1/24\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.checkTaps(); err == nil || !strings.Contains(err.Error(), "ilb1") {
+		t.Errorf("exception interface ilb1 = a port's own interface: checkTaps = %v", err)
+	}
+}
+
+func TestAFPacketIface(t *testing.T) {
+	for dev, want := range map[string]string{
+		"net_af_packet0,iface=lbc":           "lbc",
+		"net_af_packet1,qpairs=1,iface=eth1": "eth1",
+		"eth_af_packet0,iface=x":             "x",
+		"net_af_packet0":                     "",
+		"net_tap0,iface=lbc":                 "",
+		"0000:03:00.0":                       "",
+	} {
+		if got := afPacketIface(dev); got != want {
+			t.Errorf("afPacketIface(%q) = %q, want %q", dev, got, want)
+		}
+	}
+}
+
+// TestSettingsExample: the shipped example file is valid and says what it means.
+func TestSettingsExample(t *testing.T) {
+	s, err := loadSettings("../dist/ilbd.conf.example", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Ports) != 2 || s.NoException {
+		t.Fatalf("ports %+v, exception off %v", s.Ports, s.NoException)
+	}
+	if name, on := s.TapName(1); name != "ilbsrv" || !on {
+		t.Errorf("TapName(1) = %q, %v; want ilbsrv, true", name, on)
+	}
+	if err := s.checkTaps(); err != nil {
+		t.Error(err)
+	}
+}
