@@ -52,7 +52,7 @@ const (
 // Mutates reports whether the request changes the configuration (and so needs authorization).
 func (o Op) Mutates() bool {
 	switch o {
-	case OpGetConfig, OpStatistics, OpShowNAT, OpShowPersist:
+	case OpGetConfig, OpStatistics, OpShowNAT, OpShowPersist, OpShowHCResult:
 		return false
 	}
 	return true
@@ -82,6 +82,7 @@ type Response struct {
 	Statistics *Statistics    `json:"statistics,omitempty"`
 	NAT        []NATEntry     `json:"nat,omitempty"`
 	Persist    []PersistEntry `json:"persist,omitempty"`
+	HCResults  []HCResult     `json:"hc_results,omitempty"`
 }
 
 // StatusOf converts a configuration error into the status sent to the client.

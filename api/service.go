@@ -19,9 +19,10 @@ import (
 // Service answers requests against a configuration manager: ilbd's control plane.
 type Service struct {
 	Mgr        *rules.Manager
-	AdminGroup string      // members may change the configuration; root always may
-	Log        *log.Logger // records every change request and its outcome; may be nil
-	Tables     Tables      // the data plane's counters and tables; nil without a data plane
+	AdminGroup string        // members may change the configuration; root always may
+	Log        *log.Logger   // records every change request and its outcome; may be nil
+	Tables     Tables        // the data plane's counters and tables; nil without a data plane
+	Health     HealthChecker // health-check results; nil: none
 }
 
 // authorized reports whether the peer may change the configuration: root, or a member of
@@ -120,6 +121,8 @@ func (c *Service) Handle(peer Peer, req *Request) *Response {
 		})
 	case OpDeleteHealthCheck:
 		err = c.Mgr.Change(func(cfg *rules.Config) error { return cfg.DeleteHealthCheck(req.Name) })
+	case OpShowHCResult:
+		return c.handleHealth(req)
 	default:
 		return c.handleTables(req)
 	}

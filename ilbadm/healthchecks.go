@@ -1,6 +1,10 @@
 package main
 
 import (
+	"strconv"
+	"time"
+
+	"github.com/ilbgo/ilb/api"
 	"github.com/ilbgo/ilb/compat"
 	"github.com/ilbgo/ilb/rules"
 )
@@ -77,4 +81,68 @@ func showHealthCheck(e *env, args []string) error {
 		row(hc)
 	}
 	return nil
+}
+
+// showHCResult: ilbadm show-hc-result [rule-name ...] — no options: every argument is a
+// rule name (ilbadm_show_hc_result). Without names it lists every rule with a health
+// check; with names, each rule's servers in the order given, stopping at the first rule
+// that does not exist or has no health check ("rule does not have health check enabled")
+// after printing the earlier ones.
+func showHCResult(e *env, args []string) error {
+	out, cerr := compat.NewOfmtList(e.stdout, compat.HCResultFields, "all", 0, e.termRows())
+	if cerr != nil {
+		return e.fail(cerr)
+	}
+	c, err := e.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	names := args[1:]
+	all := len(names) == 0
+	if all {
+		names = []string{""}
+	}
+	for _, n := range names {
+		if n == "" && !all {
+			// An empty name is no rule (the protocol reads it as "every rule").
+			return e.fail(compat.StatusRuleNoHC)
+		}
+		rs, err := c.HCResults(n)
+		if err != nil {
+			return e.fail(err)
+		}
+		for i := range rs {
+			out.Row(func(f string) (string, bool) { return hcResultValue(&rs[i], f) })
+		}
+	}
+	return nil
+}
+
+// hcResultValue renders one show-hc-result field (A/ilbadm_hc.c ilbadm_print_hc_result):
+// times are local HH:MM:SS; NEXT is empty while the server is disabled.
+func hcResultValue(r *api.HCResult, field string) (string, bool) {
+	clock := func(sec int64) string { return time.Unix(sec, 0).Format("15:04:05") }
+	switch field {
+	case "RULENAME":
+		return r.Rule, true
+	case "HCNAME":
+		return r.HCName, true
+	case "SERVERID":
+		return r.ServerID, true
+	case "STATUS":
+		return r.Status, true
+	case "FAIL":
+		return strconv.FormatUint(uint64(r.Fail), 10), true
+	case "LAST":
+		return clock(r.Last), true
+	case "NEXT":
+		if r.Status == "disabled" {
+			return "", true
+		}
+		return clock(r.Next), true
+	case "RTT":
+		return strconv.FormatUint(uint64(r.RTT), 10), true
+	}
+	return "", false
 }

@@ -99,6 +99,7 @@ func init() {
 		{"show-healthcheck", "show-hc", showHealthCheck},
 		{"create-healthcheck", "create-hc", createHealthCheck},
 		{"delete-healthcheck", "delete-hc", deleteHealthCheck},
+		{"show-hc-result", "show-hc-res", showHCResult},
 		{"export-config", "export-cf", exportConfig},
 		{"import-config", "import-cf", importConfig},
 		{"show-statistics", "show-stats", showStatistics},

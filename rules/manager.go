@@ -23,12 +23,31 @@ type Manager struct {
 	nextID  uint64
 	gen     uint64
 
+	// down is the health checker's transient overlay: the servers (by ID) of each rule
+	// instance (by ID) that a health check declared unreachable or dead. It is never
+	// stored; it only holds entries while the rule and the server are both enabled.
+	down map[uint64]map[string]bool
+	// watchers are called, under mu, with every configuration that becomes current.
+	watchers map[int]func(View)
+	nextWID  int
+
 	snap atomic.Pointer[Snapshot]
 }
 
+// View is a configuration together with the instance ID of each of its rules (the
+// SnapRule.ID of the snapshot compiled from it), taken under one lock so the two agree.
+type View struct {
+	Config  Config
+	ruleIDs map[string]uint64
+}
+
+// RuleID returns the instance ID of the named rule, 0 if the view has no such rule.
+func (v *View) RuleID(name string) uint64 { return v.ruleIDs[strings.ToLower(name)] }
+
 // NewManager loads the stored configuration (if store is non-nil) and publishes its snapshot.
 func NewManager(store *Store) (*Manager, error) {
-	m := &Manager{store: store, ruleIDs: map[string]uint64{}}
+	m := &Manager{store: store, ruleIDs: map[string]uint64{}, down: map[uint64]map[string]bool{},
+		watchers: map[int]func(View){}}
 	if store != nil {
 		cfg, err := store.Load()
 		if err != nil {
@@ -67,7 +86,106 @@ func (m *Manager) Change(fn func(c *Config) error) error {
 	}
 	m.cfg = next
 	m.publish()
+	m.notify()
 	return nil
+}
+
+// Watch calls fn with the current configuration now and with every configuration that
+// becomes current afterwards, in order, until the returned cancel function is called.
+// fn runs while the Manager's lock is held: it must be quick and must not call the
+// Manager (it may hand work to other goroutines that do).
+func (m *Manager) Watch(fn func(View)) (cancel func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := m.nextWID
+	m.nextWID++
+	m.watchers[id] = fn
+	fn(m.view())
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.watchers, id)
+	}
+}
+
+// view returns a View of the current configuration. Called with mu held.
+func (m *Manager) view() View {
+	ids := make(map[string]uint64, len(m.ruleIDs))
+	for k, v := range m.ruleIDs {
+		ids[k] = v
+	}
+	return View{Config: m.cfg.Clone(), ruleIDs: ids}
+}
+
+// notify hands the current configuration to every watcher. Called with mu held.
+func (m *Manager) notify() {
+	if len(m.watchers) == 0 {
+		return
+	}
+	ids := make([]int, 0, len(m.watchers))
+	for id := range m.watchers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		m.watchers[id](m.view())
+	}
+}
+
+// SetServerHealth records a health check's verdict on server serverID of rule instance
+// ruleID (a SnapRule.ID / View.RuleID) and, if that changes the server's state, publishes a
+// new snapshot in which the server is enabled only if the administrator enabled it and it
+// is healthy. The verdict is transient: it is not stored, the configuration (show-server)
+// does not change, and it is forgotten when the rule or the server is disabled, removed or
+// deleted, or ilbd restarts. A verdict on a rule instance or server that no longer exists
+// or is disabled is ignored. It reports whether a new snapshot was published.
+func (m *Manager) SetServerHealth(ruleID uint64, serverID string, up bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.healthApplies(ruleID, serverID) {
+		return false
+	}
+	if m.down[ruleID][serverID] == !up {
+		return false
+	}
+	if up {
+		delete(m.down[ruleID], serverID)
+		if len(m.down[ruleID]) == 0 {
+			delete(m.down, ruleID)
+		}
+	} else {
+		if m.down[ruleID] == nil {
+			m.down[ruleID] = map[string]bool{}
+		}
+		m.down[ruleID][serverID] = true
+	}
+	m.publish()
+	return true
+}
+
+// healthApplies reports whether the rule instance exists and is enabled and has the server,
+// enabled, in its group. Called with mu held.
+func (m *Manager) healthApplies(ruleID uint64, serverID string) bool {
+	for i := range m.cfg.Rules {
+		r := &m.cfg.Rules[i]
+		if m.ruleIDs[strings.ToLower(r.Name)] != ruleID {
+			continue
+		}
+		if !r.Enabled {
+			return false
+		}
+		g := m.cfg.Group(r.ServerGroup)
+		if g == nil {
+			return false
+		}
+		for _, s := range g.Servers {
+			if s.ID == serverID {
+				return s.Enabled
+			}
+		}
+		return false
+	}
+	return false
 }
 
 // publish compiles the configuration into a new snapshot. Called with mu held (or before
@@ -85,7 +203,27 @@ func (m *Manager) publish() {
 		live[key] = id
 	}
 	m.ruleIDs = live
-	m.snap.Store(Compile(&m.cfg, m.gen, func(name string) uint64 { return live[strings.ToLower(name)] }))
+	for id, servers := range m.down {
+		for sid := range servers {
+			if !m.healthApplies(id, sid) {
+				delete(servers, sid)
+			}
+		}
+		if len(servers) == 0 {
+			delete(m.down, id)
+		}
+	}
+	s := Compile(&m.cfg, m.gen, func(name string) uint64 { return live[strings.ToLower(name)] })
+	for i := range s.Rules {
+		if down := m.down[s.Rules[i].ID]; down != nil {
+			for j := range s.Rules[i].Servers {
+				if down[s.Rules[i].Servers[j].ID] {
+					s.Rules[i].Servers[j].Enabled = false
+				}
+			}
+		}
+	}
+	m.snap.Store(s)
 }
 
 // Compile builds the data-plane snapshot of a configuration. ruleID names each rule instance.
