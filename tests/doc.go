@@ -7,6 +7,22 @@
 //	go test ./tests/ -run TestLabSelfCheck -v   # the lab alone (kernel routing, no ilbd)
 //	go test ./tests/ -v                         # everything; as root
 //
+// What is where:
+//
+//	lab_test.go, labfull_test.go   the lab itself, without ilbd (IPv4; IPv6, return router,
+//	                               client on the servers' subnet, emulated DSR)
+//	e2e_test.go                    half-NAT IPv4, round robin, disable/enable-rule, kill -9
+//	topologies_test.go             DSR (return router; capture and counters prove that no
+//	                               answer crosses ilbd), full-NAT (proxy-src, the client on
+//	                               the servers' subnet), port-bound rules on one VIP
+//	ipv6_test.go                   the same over IPv6, half-NAT beside IPv4
+//	persistence_test.go            create-rule -p with host and subnet pmask, show-persist
+//	drain_test.go                  disable-server keeps established connections; conn-drain
+//	hash_test.go                   hash-ip, hash-ip-vip, hash-ip-port
+//	icmp_test.go                   echo, packet too big / fragmentation needed, other ICMP
+//	exception_test.go              the exception path (TAP to the host's kernel)
+//	configonly_test.go             configuration without a data plane
+//
 // Tests that need root, `ip` or `ethtool` skip with the reason when those are missing; a
 // missing bin/ilbd or bin/ilbadm is a failure (it means the build step was skipped).
 package tests

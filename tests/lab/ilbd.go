@@ -90,8 +90,13 @@ func (l *Lab) Settings() string {
 		eal = "-l 0-1 --no-huge -m 512 --no-pci --no-telemetry --file-prefix=" + l.Prefix
 	}
 	fmt.Fprintf(&b, "eal      %s\n", eal)
-	fmt.Fprintf(&b, "port     net_af_packet0,iface=lbc   %s/24\n", ClientGW)
-	fmt.Fprintf(&b, "port     net_af_packet1,iface=lbs   %s/24\n", ServerGW)
+	if l.opts.IPv6 {
+		fmt.Fprintf(&b, "port     net_af_packet0,iface=lbc   %s/24 %s/64\n", ClientGW, ClientGW6)
+		fmt.Fprintf(&b, "port     net_af_packet1,iface=lbs   %s/24 %s/64\n", ServerGW, ServerGW6)
+	} else {
+		fmt.Fprintf(&b, "port     net_af_packet0,iface=lbc   %s/24\n", ClientGW)
+		fmt.Fprintf(&b, "port     net_af_packet1,iface=lbs   %s/24\n", ServerGW)
+	}
 	if l.opts.Gateway != "" {
 		fmt.Fprintf(&b, "gateway  %s\n", l.opts.Gateway)
 	}
