@@ -30,7 +30,7 @@ func (e *Engine) handleARP(frame []byte, p *Parsed, in uint16) Result {
 		return e.send(in, frame)
 	case ARPReply:
 		// Create entries only for senders on the port's subnets, so stray replies cannot fill the cache.
-		e.learn(addrFrom4(senderIP), in, senderMAC, e.isConnected(in, senderIP))
+		e.learn(addrFrom4(senderIP), in, senderMAC, e.isConnected(in, addrFrom4(senderIP)))
 		// The host behind the exception path may be waiting for this reply too.
 		return e.pass(gARPRepliesReceived, frame)
 	}
@@ -38,12 +38,19 @@ func (e *Engine) handleARP(frame []byte, p *Parsed, in uint16) Result {
 }
 
 // answersARP reports whether the engine owns ip on port in: one of the port's interface
-// addresses, or a VIP of any rule (enabled or not) of the current snapshot.
+// addresses, a VIP of any rule (enabled or not) or a full-NAT proxy-src address of the current
+// snapshot. VIPs and proxy addresses are answered on every port: clients and servers may sit
+// behind any of them.
 func (e *Engine) answersARP(in uint16, ip uint32) bool {
-	if e.portHasAddr(in, ip) {
+	return e.owns(in, addrFrom4(ip))
+}
+
+// owns reports whether the engine answers ARP/NDP for a on port in.
+func (e *Engine) owns(in uint16, a addr) bool {
+	if e.portHasAddr(in, a) {
 		return true
 	}
-	return ip != 0 && e.snap.HasVIP(addrFrom4(ip).netip())
+	return !a.isZero() && a != addrFrom4(0) && e.known[a].flags&(knownVIP|knownProxy) != 0
 }
 
 // arpQueue is a ring of neighbour slots waiting for an ARP request to be sent.
@@ -72,9 +79,15 @@ func (q *arpQueue) pop() (uint32, bool) {
 	return i, true
 }
 
-// NextControlFrame writes one frame the engine wants to originate (today: an ARP request) into
-// buf[:cap(buf)] and returns its length and out port; ok is false when nothing is pending.
-// cap(buf) must be at least MinFrameSize. Call it on the worker goroutine, after EndBurst.
+// MaxControlFrameSize is the largest frame NextControlFrame writes (a neighbor solicitation);
+// an ARP request takes MinFrameSize.
+const MaxControlFrameSize = ndpFrameSize
+
+// NextControlFrame writes one frame the engine wants to originate (an ARP request or an IPv6
+// neighbor solicitation) into buf[:cap(buf)] and returns its length and out port; ok is false
+// when nothing is pending. cap(buf) must be at least MinFrameSize; with less than
+// MaxControlFrameSize, solicitations are skipped (and retried later). Call it on the worker
+// goroutine, after EndBurst.
 func (e *Engine) NextControlFrame(buf []byte) (n int, port uint16, ok bool) {
 	buf = buf[:cap(buf)]
 	if len(buf) < MinFrameSize {
@@ -93,12 +106,20 @@ func (e *Engine) NextControlFrame(buf []byte) (n int, port uint16, ok bool) {
 		if nb.state == neighReachable && e.now-nb.confirmed < neighRefreshAfter {
 			continue // answered meanwhile
 		}
+		if !nb.ip.is4() && len(buf) < ndpFrameSize {
+			continue // no room: the maintenance scan asks again
+		}
 		nb.requested = e.now
 		if nb.tries < 255 {
 			nb.tries++
 		}
-		n = e.buildARPRequest(buf, nb.port, nb.ip.v4())
-		e.count(gARPRequestsSent)
+		if nb.ip.is4() {
+			n = e.buildARPRequest(buf, nb.port, nb.ip.v4())
+			e.count(gARPRequestsSent)
+		} else {
+			n = e.buildNeighSolicit(buf, nb.port, nb.ip)
+			e.count(gNDPSolicitsSent)
+		}
 		e.ctr.g[gTxPackets]++
 		e.ctr.g[gTxBytes] += uint64(n)
 		return n, nb.port, true

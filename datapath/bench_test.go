@@ -3,6 +3,8 @@ package datapath
 import (
 	"encoding/binary"
 	"testing"
+
+	"github.com/ilbgo/ilb/rules"
 )
 
 // The benchmarks drive the engine as a worker does: BeginBurst, 32 frames, EndBurst, so the
@@ -76,17 +78,17 @@ func BenchmarkHalfNATNewFlow(b *testing.B) {
 	})
 }
 
-// resetConnsForBench empties the connection table in place.
+// resetConnsForBench empties the connection and persistence tables in place, returning NAT ports.
 func (e *Engine) resetConnsForBench() {
-	t := &e.conns
-	clear(t.entries)
-	clear(t.index)
-	for i := range t.free {
-		t.free[i] = uint32(len(t.free) - 1 - i)
+	for i := range e.conns.entries {
+		if e.conns.entries[i].flags&connInUse != 0 {
+			e.removeConn(int32(i))
+		}
 	}
-	t.nfree = len(t.free)
-	for i := range e.slots {
-		e.slots[i].refs = 0
+	for i := range e.sticky.entries {
+		if e.sticky.entries[i].inUse {
+			e.sticky.remove(int32(i))
+		}
 	}
 }
 
@@ -104,6 +106,135 @@ func BenchmarkDecode(b *testing.B) {
 func BenchmarkARPReply(b *testing.B) {
 	h := benchEngine(b, 64)
 	tmpl := arpFrame(b, 1, gwMAC, [6]byte{}, gwAddr, broadcastMAC, vip)
+	benchLen = len(tmpl)
+	runBench(b, h, 0, func(buf []byte, _ int) { copy(buf, tmpl) })
+}
+
+// benchWorld returns a world harness for benchmarks: every topology, IPv4 and IPv6.
+func benchWorld(b *testing.B, rs func() []rules.SnapRule) *harness {
+	h := newWorld(b, rs(), func(c *Config) { c.ConnCapacity = 1 << 17 })
+	h.e.ctr.interval = publishInterval
+	return h
+}
+
+// benchFlow is a client flow of one topology and family.
+func benchFlow(c topoCase) (p pkt, sportOff int) {
+	cl, v, _, _, vport, _ := c.endpoints()
+	p = pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: cl, dst: v, sport: 1000, dport: vport, udp: c.udp, flags: TCPAck}
+	sportOff = EthernetHeaderSize + IPv4MinSize
+	if c.v6 {
+		sportOff = EthernetHeaderSize + IPv6HeaderSize
+	}
+	return p, sportOff
+}
+
+func tcpCases() []topoCase {
+	var cs []topoCase
+	for _, c := range allTopoCases() {
+		if !c.udp {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// BenchmarkEstablished forwards packets of one established flow client→server, for every
+// topology and family (DSR has no state: every packet is balanced, which is its steady state).
+func BenchmarkEstablished(b *testing.B) {
+	for _, c := range tcpCases() {
+		b.Run(c.String(), func(b *testing.B) {
+			h := benchWorld(b, roundRobinWorld)
+			p, _ := benchFlow(c)
+			p.flags = TCPSyn
+			h.process(p.build(b), 0)
+			p.flags = TCPAck
+			tmpl := p.build(b)
+			benchLen = len(tmpl)
+			runBench(b, h, 0, func(buf []byte, _ int) { copy(buf, tmpl) })
+		})
+	}
+}
+
+// BenchmarkReply forwards server→client packets of an established NAT flow.
+func BenchmarkReply(b *testing.B) {
+	for _, c := range tcpCases() {
+		if c.topo == rules.TopoDSR {
+			continue // replies bypass the load balancer
+		}
+		b.Run(c.String(), func(b *testing.B) {
+			h := benchWorld(b, roundRobinWorld)
+			p, _ := benchFlow(c)
+			p.flags = TCPSyn
+			r, out := h.process(p.build(b), 0)
+			if r.Action != ActionForward {
+				b.Fatal(r)
+			}
+			d := decode(b, out)
+			back := pkt{srcMAC: serverMAC[0], dstMAC: port1MAC, src: d.dst(), dst: d.src(), sport: uint16(d.tcp.DstPort), dport: uint16(d.tcp.SrcPort), flags: TCPAck}
+			tmpl := back.build(b)
+			benchLen = len(tmpl)
+			runBench(b, h, 1, func(buf []byte, _ int) { copy(buf, tmpl) })
+		})
+	}
+}
+
+// BenchmarkNewFlow sends a SYN from a new client port every iteration; the tables are emptied
+// (timer stopped) every 1<<15 flows so inserts never hit a full table and NAT ports are reused.
+func BenchmarkNewFlow(b *testing.B) {
+	for _, c := range tcpCases() {
+		b.Run(c.String(), func(b *testing.B) { benchNewFlow(b, c, roundRobinWorld) })
+	}
+	// Sticky: pmask /24 over half-NAT, every flow a persistence hit after the first.
+	b.Run("HalfNAT/TCP/IPv4/sticky", func(b *testing.B) {
+		benchNewFlow(b, topoCase{rules.TopoHalfNAT, false, false}, func() []rules.SnapRule { return stickyRules(24, ruleWeb) })
+	})
+	b.Run("FullNAT/TCP/IPv6/sticky", func(b *testing.B) {
+		benchNewFlow(b, topoCase{rules.TopoNAT, true, false}, func() []rules.SnapRule { return stickyRules(64, ruleNAT6) })
+	})
+	b.Run("HalfNAT/TCP/IPv4/hash-ip-port", func(b *testing.B) {
+		benchNewFlow(b, topoCase{rules.TopoHalfNAT, false, false}, func() []rules.SnapRule { return hashRules(rules.AlgoHashIPPort) })
+	})
+}
+
+func benchNewFlow(b *testing.B, c topoCase, rs func() []rules.SnapRule) {
+	const period = 1 << 15
+	h := benchWorld(b, rs)
+	p, sportOff := benchFlow(c)
+	p.flags = TCPSyn
+	tmpl := p.build(b)
+	benchLen = len(tmpl)
+	runBench(b, h, 0, func(buf []byte, i int) {
+		if i%period == 0 && i > 0 {
+			b.StopTimer()
+			h.e.resetConnsForBench()
+			b.StartTimer()
+		}
+		copy(buf, tmpl)
+		binary.BigEndian.PutUint16(buf[sportOff:], uint16(1024+i%period))
+	})
+}
+
+// BenchmarkICMPEcho answers echo requests to a VIP.
+func BenchmarkICMPEcho(b *testing.B) {
+	for _, v6 := range []bool{false, true} {
+		m := icmpMsg{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vip, typ: ICMPv4EchoRequest, body: make([]byte, 56)}
+		name := "IPv4"
+		if v6 {
+			m.src, m.dst, m.typ, name = clientAddr6, vip6, ICMPv6EchoRequest, "IPv6"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := benchWorld(b, worldRules)
+			tmpl := m.build(b)
+			benchLen = len(tmpl)
+			runBench(b, h, 0, func(buf []byte, _ int) { copy(buf, tmpl) })
+		})
+	}
+}
+
+// BenchmarkNDPSolicit answers neighbor solicitations for a VIP.
+func BenchmarkNDPSolicit(b *testing.B) {
+	h := benchWorld(b, worldRules)
+	tmpl := nsFrame(b, gwMAC, gwAddr6, snMulticast(vip6), vip6, true, 255)
 	benchLen = len(tmpl)
 	runBench(b, h, 0, func(buf []byte, _ int) { copy(buf, tmpl) })
 }

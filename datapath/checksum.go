@@ -41,7 +41,8 @@ func csumDeltaAddr(old, new addr) uint16 {
 }
 
 // checksumSum returns the unfolded ones' complement sum of b's 16-bit big-endian words added to
-// initial; an odd trailing byte is padded with zero. Control path and tests only.
+// initial; an odd trailing byte is padded with zero. Not for the forwarding fast path: it serves
+// messages the engine verifies or builds whole (ICMP errors, NDP), and tests.
 func checksumSum(b []byte, initial uint32) uint32 {
 	s := uint64(initial)
 	for len(b) >= 2 {
@@ -81,4 +82,32 @@ func ipv4HeaderValid(h []byte) bool {
 	s = s&0xffff + s>>16
 	s = s&0xffff + s>>16
 	return s == 0xffff
+}
+
+// pseudoSum6 returns the unfolded sum of the IPv6 pseudo-header (RFC 8200 §8.1): addresses,
+// upper-layer length and next header.
+func pseudoSum6(src, dst addr, length int, proto uint8) uint32 {
+	return words64(src.hi) + words64(src.lo) + words64(dst.hi) + words64(dst.lo) +
+		uint32(length>>16) + uint32(length&0xffff) + uint32(proto)
+}
+
+// icmpChecksumValid reports whether the ICMP or ICMPv6 message of a parsed packet verifies.
+func icmpChecksumValid(frame []byte, p *Parsed) bool {
+	msg := frame[p.L4Off:p.L3End]
+	var init uint32
+	if p.isV6() {
+		init = pseudoSum6(p.src, p.dst, len(msg), ProtoICMPv6)
+	}
+	return csumFold(checksumSum(msg, init)) == 0xffff
+}
+
+// setICMPChecksum computes the checksum of an ICMP (v6: ICMPv6 between src and dst) message
+// from scratch and stores it.
+func setICMPChecksum(msg []byte, v6 bool, src, dst addr) {
+	ICMP(msg).SetChecksum(0)
+	var init uint32
+	if v6 {
+		init = pseudoSum6(src, dst, len(msg), ProtoICMPv6)
+	}
+	ICMP(msg).SetChecksum(^csumFold(checksumSum(msg, init)))
 }

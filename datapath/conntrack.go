@@ -27,6 +27,7 @@ const (
 	connFinS2C        // server sent FIN
 	connAckC2S        // client's FIN acknowledged by the server
 	connAckS2C        // server's FIN acknowledged by the client
+	connFullNAT       // source rewritten too: xlat.src is a proxy-src address, xlat.sport a NAT port
 	connFinMask = connFinC2S | connFinS2C | connAckC2S | connAckS2C
 )
 
@@ -52,6 +53,50 @@ type connMeta struct {
 	created  int64     // creation time, ns
 	hash     [2]uint32 // index hash of each direction's key, so removal needs no rehash
 	ruleSlot int32     // rule counters and reference
+	arena    int32     // full NAT: port arena the source port (xlat.sport) returns to; -1 none
+	sticky   int32     // persistence entry this connection holds; -1 none
+}
+
+// hashIndex is an open-addressing index of (hash, ref) slots with linear probing and
+// backward-shift deletion, shared by the connection and persistence tables. ref 0 is empty.
+type hashIndex struct {
+	slots []connIndex
+	mask  uint32
+}
+
+func newHashIndex(n int) hashIndex {
+	return hashIndex{slots: make([]connIndex, n), mask: uint32(n - 1)}
+}
+
+// place puts ref in the first empty slot at or after the hash's home.
+func (x *hashIndex) place(h, ref uint32) {
+	i := h & x.mask
+	for x.slots[i].ref != 0 {
+		i = (i + 1) & x.mask
+	}
+	x.slots[i] = connIndex{hash: h, ref: ref}
+}
+
+// unplace removes ref by backward-shift deletion: later slots of the probe run move up into the
+// hole when their home allows, so lookups can stop at the first empty slot and no tombstones
+// accumulate.
+func (x *hashIndex) unplace(h, ref uint32) {
+	idx, m := x.slots, x.mask
+	i := h & m
+	for idx[i].ref != ref {
+		if idx[i].ref == 0 {
+			return // not present (cannot happen for a live entry)
+		}
+		i = (i + 1) & m
+	}
+	for j := (i + 1) & m; idx[j].ref != 0; j = (j + 1) & m {
+		home := idx[j].hash & m
+		if (j-home)&m >= (j-i)&m { // home is at or before the hole: the slot may move there
+			idx[i] = idx[j]
+			i = j
+		}
+	}
+	idx[i] = connIndex{}
 }
 
 // connIndex is one index slot: the key's hash and ref = (entry number + 1) << 1 | direction of
@@ -66,9 +111,8 @@ func indexRef(i int32, dir int) uint32 { return uint32(i+1)<<1 | uint32(dir) }
 // connTable holds the entries and their index.
 type connTable struct {
 	entries []conn
-	meta    []connMeta  // parallel to entries
-	index   []connIndex // 4 slots per entry (two keys each): load factor ≤ 0.5
-	mask    uint32      // index slot mask
+	meta    []connMeta // parallel to entries
+	index   hashIndex  // 4 slots per entry (two keys each): load factor ≤ 0.5
 	free    []uint32
 	nfree   int
 	seed    [3]uint64
@@ -80,8 +124,7 @@ func newConnTable(capacity int, seed [3]uint64) connTable {
 	t := connTable{
 		entries: make([]conn, n),
 		meta:    make([]connMeta, n),
-		index:   make([]connIndex, 4*n),
-		mask:    uint32(4*n - 1),
+		index:   newHashIndex(4 * n),
 		free:    make([]uint32, n),
 		nfree:   n,
 		seed:    seed,
@@ -111,8 +154,9 @@ func (t *connTable) hash(src, dst addr, sport, dport uint16, proto uint8) uint32
 // lookup returns the entry a packet with this addressing belongs to and the direction it
 // travels, or -1. h is the hash of the same addressing.
 func (t *connTable) lookup(src, dst addr, sport, dport uint16, proto uint8, h uint32) (int32, int) {
-	for i := h & t.mask; ; i = (i + 1) & t.mask {
-		s := t.index[i]
+	x := &t.index
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		s := x.slots[i]
 		if s.ref == 0 {
 			return -1, 0
 		}
@@ -144,7 +188,8 @@ const (
 )
 
 // insert adds c (orig, xlat and proto set) whose c2s key hashes to hC2S, created now under rule
-// slot rs, and returns its number. The caller has looked the c2s key up and not found it.
+// slot rs, and returns its number; its meta has no NAT arena nor persistence entry yet. The
+// caller has looked the c2s key up and not found it.
 func (t *connTable) insert(c *conn, hC2S uint32, rs int32, now int64) (int32, insertStatus) {
 	if t.nfree == 0 {
 		return -1, insertFull
@@ -160,63 +205,57 @@ func (t *connTable) insert(c *conn, hC2S uint32, rs int32, now int64) (int32, in
 	i := int32(t.free[t.nfree])
 	c.flags |= connInUse
 	t.entries[i] = *c
-	t.meta[i] = connMeta{created: now, hash: [2]uint32{hC2S, hS2C}, ruleSlot: rs}
-	t.place(hC2S, indexRef(i, dirC2S))
-	t.place(hS2C, indexRef(i, dirS2C))
+	t.meta[i] = connMeta{created: now, hash: [2]uint32{hC2S, hS2C}, ruleSlot: rs, arena: -1, sticky: -1}
+	t.index.place(hC2S, indexRef(i, dirC2S))
+	t.index.place(hS2C, indexRef(i, dirS2C))
 	return i, insertOK
-}
-
-// place puts ref in the first empty slot at or after the hash's home.
-func (t *connTable) place(h, ref uint32) {
-	i := h & t.mask
-	for t.index[i].ref != 0 {
-		i = (i + 1) & t.mask
-	}
-	t.index[i] = connIndex{hash: h, ref: ref}
 }
 
 // remove deletes entry i's two keys from the index and frees it.
 func (t *connTable) remove(i int32) {
 	m := &t.meta[i]
-	t.unplace(m.hash[dirC2S], indexRef(i, dirC2S))
-	t.unplace(m.hash[dirS2C], indexRef(i, dirS2C))
+	t.index.unplace(m.hash[dirC2S], indexRef(i, dirC2S))
+	t.index.unplace(m.hash[dirS2C], indexRef(i, dirS2C))
 	t.entries[i].flags = 0
 	t.free[t.nfree] = uint32(i)
 	t.nfree++
 }
 
-// unplace removes ref by backward-shift deletion: later slots of the probe run move up into the
-// hole when their home allows, so lookups can stop at the first empty slot and no tombstones
-// accumulate.
-func (t *connTable) unplace(h, ref uint32) {
-	idx, m := t.index, t.mask
-	i := h & m
-	for idx[i].ref != ref {
-		if idx[i].ref == 0 {
-			return // not present (cannot happen for a live entry)
-		}
-		i = (i + 1) & m
-	}
-	for j := (i + 1) & m; idx[j].ref != 0; j = (j + 1) & m {
-		home := idx[j].hash & m
-		if (j-home)&m >= (j-i)&m { // home is at or before the hole: the slot may move there
-			idx[i] = idx[j]
-			i = j
-		}
-	}
-	idx[i] = connIndex{}
-}
-
 // expired reports whether c has been idle in both directions for longer than its timeout.
 func (c *conn) expired(now int64) bool { return now-c.last > int64(c.timeoutMs)*1e6 }
 
-// removeConn deletes entry i and drops its rule reference; a rule gone from the configuration
-// whose last connection this was gets its slot reclaimed at the end of the burst.
+// connDead reports whether entry i must go before its next packet: idle past its timeout, or
+// its server's conn-drain deadline has passed (spec §6.9).
+func (e *Engine) connDead(i int32) bool {
+	c := &e.conns.entries[i]
+	if c.expired(e.now) {
+		return true
+	}
+	if e.nDraining == 0 {
+		return false
+	}
+	if d := e.srv[c.serverSlot].drainAt; d != 0 && e.now >= d {
+		e.count(gConnDrained)
+		return true
+	}
+	return false
+}
+
+// removeConn deletes entry i and drops what it holds: its rule reference (a rule gone from the
+// configuration whose last connection this was gets its slot reclaimed at the end of the
+// burst), its full-NAT source port and its persistence entry, whose persist-timeout starts now.
 func (e *Engine) removeConn(i int32) {
-	rs := &e.slots[e.conns.meta[i].ruleSlot]
+	m := &e.conns.meta[i]
+	rs := &e.slots[m.ruleSlot]
 	rs.refs--
 	if rs.refs == 0 && !rs.live {
 		e.reclaimPending = true
+	}
+	if m.arena >= 0 {
+		e.nat.put(m.arena, e.conns.entries[i].xlat.sport)
+	}
+	if m.sticky >= 0 {
+		e.sticky.release(m.sticky, e.now)
 	}
 	e.conns.remove(i)
 }
@@ -239,7 +278,7 @@ func (e *Engine) sweepConns() {
 	for ; k > 0; k-- {
 		i := t.sweep
 		t.sweep = (t.sweep + 1) & m
-		if c := &t.entries[i]; c.flags&connInUse != 0 && c.expired(e.now) {
+		if t.entries[i].flags&connInUse != 0 && e.connDead(int32(i)) {
 			e.removeConn(int32(i))
 		}
 	}

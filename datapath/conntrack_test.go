@@ -18,8 +18,8 @@ func TestConnEntrySize(t *testing.T) {
 func TestConnTableAgainstModel(t *testing.T) {
 	for _, seed := range [][3]uint64{{1, 2, 3}, {0, 0, 0}} {
 		tab := newConnTable(256, seed)
-		tab.mask = 63 // a small index forces long probe runs and wrap-around
-		tab.index = tab.index[:64]
+		tab.index.mask = 63 // a small index forces long probe runs and wrap-around
+		tab.index.slots = tab.index.slots[:64]
 		tab.entries = tab.entries[:24]
 		tab.meta = tab.meta[:24]
 		tab.free = tab.free[:0]
@@ -69,7 +69,7 @@ func TestConnTableAgainstModel(t *testing.T) {
 				}
 			}
 			used := 0
-			for _, s := range tab.index {
+			for _, s := range tab.index.slots {
 				if s.ref != 0 {
 					used++
 				}

@@ -41,13 +41,30 @@ const (
 	gUnknownPort
 	gPassed
 	gDropped
+	gMalformedIPv6
+	gIPv6ExtDropped
+	gVIPPortUnmatched
+	gServerUnmatched
+	gNoPort
+	gStickyFull
+	gConnDrained
+	gICMPEchoReplies
+	gICMPTooBigForwarded
+	gICMPTooBigDropped
+	gICMPDropped
+	gNDPAdvertsSent
+	gNDPSolicitsSent
+	gNDPAdvertsReceived
+	gNDPIgnored
+	gNDPInvalid
+	gNoRoom
 	numGlobalCounters
 )
 
 // GlobalCounters are an engine's totals since it was created.
 type GlobalCounters struct {
 	RxPackets, RxBytes uint64 // frames handed to Process
-	TxPackets, TxBytes uint64 // frames the engine asked to send: forwarded, ARP replies, ARP requests
+	TxPackets, TxBytes uint64 // frames the engine asked to send: forwarded, ARP/NDP and ICMP replies, ARP/NDP requests
 	Forwarded          uint64 // load-balanced packets sent (both directions)
 
 	ARPRepliesSent     uint64 // requests for our addresses answered
@@ -67,17 +84,37 @@ type GlobalCounters struct {
 	NoMemory          uint64 // connection table full; dropped (also counted per rule)
 	ConnConflict      uint64 // new flow whose return key is already taken by another entry; dropped
 
-	Unmatched    uint64 // IPv4 TCP/UDP matching no connection and no rule, not for us; passed
+	Unmatched    uint64 // matching no connection and no rule, not for us (also multicast/broadcast, link-local); passed
 	Local        uint64 // addressed to an interface address of the engine; passed to the host
 	NotProcessed uint64 // hit a disabled rule; passed (also counted per rule)
-	Unsupported  uint64 // EtherType, IP protocol or topology the engine does not handle yet; passed or dropped
+	Unsupported  uint64 // EtherType or IP protocol the engine does not handle; passed
 	NotForUs     uint64 // unicast frame for another MAC; dropped
-	FragIn       uint64 // IPv4 fragments addressed to a VIP (ip_frag_in)
+	FragIn       uint64 // IPv4 fragments and IPv6 Fragment headers addressed to a VIP or proxy-src (ip_frag_in)
 	FragDropped  uint64 // of which dropped (ip_frag_dropped): all of them, as Solaris does
 	UnknownPort  uint64 // Process called with a port number outside Config.Ports; dropped
 
 	Passed  uint64 // total frames answered with ActionPass
 	Dropped uint64 // total frames answered with ActionDrop
+
+	MalformedIPv6    uint64 // bad IPv6 header, payload length or extension header chain; dropped
+	IPv6ExtDropped   uint64 // IPv6 with a routing (or other unwalked) extension header toward a VIP or proxy-src; dropped
+	VIPPortUnmatched uint64 // TCP/UDP to a VIP on a port (or protocol) no rule covers; passed
+	ServerUnmatched  uint64 // TCP/UDP from a back-end server matching no connection; passed, as ILB does
+	NoPort           uint64 // full-NAT source ports of the proxy-src addresses exhausted; dropped (also per rule)
+	StickyFull       uint64 // persistence table full; dropped (also counted per rule as nomem)
+	ConnDrained      uint64 // connections cut because their server's conn-drain deadline passed
+
+	ICMPEchoReplies     uint64 // echo requests to a VIP or proxy-src answered by the engine
+	ICMPTooBigForwarded uint64 // frag-needed / packet-too-big translated and forwarded
+	ICMPTooBigDropped   uint64 // frag-needed / packet-too-big matching no connection (or invalid); dropped
+	ICMPDropped         uint64 // any other ICMP to a VIP or proxy-src; dropped
+
+	NDPAdvertsSent     uint64 // neighbor solicitations for our addresses answered
+	NDPSolicitsSent    uint64 // resolution solicitations originated through NextControlFrame
+	NDPAdvertsReceived uint64 // neighbor advertisements seen (learned where acceptable); passed to the host
+	NDPIgnored         uint64 // solicitations for addresses we do not own; dropped
+	NDPInvalid         uint64 // NDP failing RFC 4861 §7.1 validation (hop limit, code, checksum, options); dropped
+	NoRoom             uint64 // a reply did not fit the frame's capacity; dropped
 }
 
 func (a *globalArray) export() GlobalCounters {
@@ -93,13 +130,21 @@ func (a *globalArray) export() GlobalCounters {
 		Unmatched: a[gUnmatched], Local: a[gLocal], NotProcessed: a[gNotProcessed], Unsupported: a[gUnsupported],
 		NotForUs: a[gNotForUs], FragIn: a[gFragIn], FragDropped: a[gFragDropped], UnknownPort: a[gUnknownPort],
 		Passed: a[gPassed], Dropped: a[gDropped],
+		MalformedIPv6: a[gMalformedIPv6], IPv6ExtDropped: a[gIPv6ExtDropped],
+		VIPPortUnmatched: a[gVIPPortUnmatched], ServerUnmatched: a[gServerUnmatched],
+		NoPort: a[gNoPort], StickyFull: a[gStickyFull], ConnDrained: a[gConnDrained],
+		ICMPEchoReplies: a[gICMPEchoReplies], ICMPTooBigForwarded: a[gICMPTooBigForwarded],
+		ICMPTooBigDropped: a[gICMPTooBigDropped], ICMPDropped: a[gICMPDropped],
+		NDPAdvertsSent: a[gNDPAdvertsSent], NDPSolicitsSent: a[gNDPSolicitsSent],
+		NDPAdvertsReceived: a[gNDPAdvertsReceived], NDPIgnored: a[gNDPIgnored], NDPInvalid: a[gNDPInvalid],
+		NoRoom: a[gNoRoom],
 	}
 }
 
 type globalArray [numGlobalCounters]uint64
 
 // Per-rule counter slots: the rulestat kstats of Solaris (spec §2.7). Packet/byte pairs are
-// adjacent so one helper bumps both.
+// adjacent so one helper (ruleAdd) bumps both; the ICMP counters are packets only (ruleInc).
 const (
 	rPktNotProcessed = iota
 	rBytesNotProcessed
@@ -145,6 +190,7 @@ type RuleStats struct {
 	Draining bool // no longer in the current snapshot
 	RuleCounters
 	PktProcessed, BytesProcessed uint64 // sum over Servers (PKT_P/BYTES_P)
+	NumServers                   int    // num_servers: servers of the rule in the current snapshot
 	Servers                      []ServerStats
 }
 
@@ -158,8 +204,9 @@ type ServerStats struct {
 
 // Stats is a copy of an engine's counters as of the end of a burst.
 type Stats struct {
-	Global GlobalCounters
-	Rules  []RuleStats // ascending ID
+	Global   GlobalCounters
+	NumRules int         // num_rules: rules of the current snapshot (draining ones excluded)
+	Rules    []RuleStats // ascending ID
 }
 
 // ruleCounters are a rule slot's live counters, written by the worker only.
@@ -241,6 +288,17 @@ func (c *counters) maybePublish(now int64) {
 	if now-c.lastPublish >= c.interval && c.readers.Load() == 0 {
 		c.lastPublish = now
 		c.publish()
+	}
+}
+
+// ruleInc bumps the single (packet-only) rule counter k of rule slot s: the ICMP kstats.
+func (c *counters) ruleInc(s int32, k int) {
+	rc := &c.rules[s]
+	rc.v[k]++
+	if !rc.dirty {
+		rc.dirty = true
+		c.dirtyRules[c.nDirtyRules] = s
+		c.nDirtyRules++
 	}
 }
 
@@ -358,7 +416,13 @@ func (c *counters) read() Stats {
 				PktProcessed: ps.pkts.Load(), BytesProcessed: ps.bytes.Load()}
 			rs.PktProcessed += ss.PktProcessed
 			rs.BytesProcessed += ss.BytesProcessed
+			if !ss.Removed {
+				rs.NumServers++
+			}
 			rs.Servers = append(rs.Servers, ss)
+		}
+		if !rs.Draining {
+			st.NumRules++
 		}
 		st.Rules = append(st.Rules, rs)
 	}

@@ -15,9 +15,14 @@ import (
 
 // PortConfig describes one NIC port the engine sends and receives on.
 type PortConfig struct {
-	MAC     [6]byte
-	Addrs   []netip.Prefix // interface addresses with prefix (IPv4 for now)
-	Gateway netip.Addr     // optional default gateway reachable through this port
+	MAC   [6]byte
+	Addrs []netip.Prefix // interface addresses with prefix, IPv4 and IPv6
+	// Gateway is the optional IPv4 default gateway reachable through this port. An IPv6 address
+	// here is taken as Gateway6 (when that is unset), for callers that keep one gateway field.
+	Gateway netip.Addr
+	// Gateway6 is the optional IPv6 default gateway reachable through this port: a global
+	// address on one of the port's prefixes or a link-local address of the port's link.
+	Gateway6 netip.Addr
 }
 
 // Config configures an Engine.
@@ -25,8 +30,16 @@ type Config struct {
 	Ports        []PortConfig // index = port number used in Process/Result
 	ConnCapacity int          // connection entries (rounded up to a power of two); 0 = DefaultConnCapacity
 	Snapshot     *atomic.Pointer[rules.Snapshot]
-	// NeighbourCapacity is the ARP cache size (rounded up to a power of two); 0 = DefaultNeighbourCapacity.
+	// NeighbourCapacity is the ARP/NDP cache size (rounded up to a power of two); 0 = DefaultNeighbourCapacity.
 	NeighbourCapacity int
+	// StickyCapacity is the persistence table size (rounded up to a power of two); 0 = the
+	// connection capacity.
+	StickyCapacity int
+	// WorkerIndex and WorkerCount place this engine among the workers sharing the full-NAT
+	// source ports: it allocates only ports p with p % WorkerCount == WorkerIndex, so the worker
+	// owning a full-NAT flow's return traffic follows from its destination port (FullNATPortOwner).
+	// WorkerCount 0 means 1.
+	WorkerIndex, WorkerCount int
 }
 
 // Defaults for zero Config fields.
@@ -49,11 +62,13 @@ const (
 type Result struct {
 	Action Action
 	Port   uint16 // out port for ActionForward
-	Len    int    // frame length after rewrite
+	// Len is the frame length after processing. It may exceed the length handed in (a neighbor
+	// advertisement answering a solicitation without options), never cap(frame).
+	Len int
 }
 
-// Engine is the packet engine of one worker. All methods except Stats and RequestNATDump must be
-// called from that worker's goroutine.
+// Engine is the packet engine of one worker. All methods except Stats, RequestNATDump and
+// RequestPersistDump must be called from that worker's goroutine.
 type Engine struct {
 	now    int64
 	pkt    Parsed
@@ -66,8 +81,15 @@ type Engine struct {
 	arpq   arpQueue
 	ctr    counters
 	dump   natDump
+	pdump  persistDump
 	slots  []ruleSlot // by rule slot
 	routes routes
+	known  map[addr]knownAddr // VIPs, proxy-src addresses and servers of the current snapshot
+	srv    []serverRun        // by server slot: drain deadline, index in the current rule
+	sticky stickyTable
+	nat    natPorts
+
+	nDraining int // server slots with a drain deadline: skips the check on the fast path when 0
 
 	slotByID        map[uint64]int32
 	freeSlots       []int32
@@ -76,15 +98,8 @@ type Engine struct {
 	neighScan       uint32
 	neighPacer      pacer
 	connPacer       pacer
+	stickyPacer     pacer
 	started         bool
-}
-
-// routes is the static IPv4 routing the engine derives from its ports.
-type routes struct {
-	connected   []connectedNet // longest prefix first
-	hasGateway  bool
-	gateway     uint32
-	gatewayPort uint16
 }
 
 // New validates cfg and allocates every table the engine will use.
@@ -109,16 +124,61 @@ func New(cfg Config) (*Engine, error) {
 	if neighCap < 0 || neighCap > maxConnCapacity {
 		return nil, fmt.Errorf("datapath: NeighbourCapacity %d out of range", neighCap)
 	}
+	stickyCap := cfg.StickyCapacity
+	if stickyCap == 0 {
+		stickyCap = connCap
+	}
+	if stickyCap < 0 || stickyCap > maxConnCapacity {
+		return nil, fmt.Errorf("datapath: StickyCapacity %d out of range", stickyCap)
+	}
+	wc := cfg.WorkerCount
+	if wc == 0 {
+		wc = 1
+	}
+	if wc < 1 || wc > natPortCount || cfg.WorkerIndex < 0 || cfg.WorkerIndex >= wc {
+		return nil, fmt.Errorf("datapath: worker %d of %d: need 0 <= WorkerIndex < WorkerCount <= %d",
+			cfg.WorkerIndex, cfg.WorkerCount, natPortCount)
+	}
 	e := &Engine{snapP: cfg.Snapshot, slotByID: make(map[uint64]int32)}
 	for i, pc := range cfg.Ports {
-		if !isUnicastMAC(pc.MAC) {
-			return nil, fmt.Errorf("datapath: port %d: MAC %x is not a unicast address", i, pc.MAC)
+		if err := e.addPort(i, pc); err != nil {
+			return nil, err
 		}
-		pt := port{mac: pc.MAC}
-		for _, pfx := range pc.Addrs {
-			if !pfx.IsValid() || !pfx.Addr().Is4() {
-				return nil, fmt.Errorf("datapath: port %d: address %v: only IPv4 prefixes are supported", i, pfx)
-			}
+	}
+	sort.SliceStable(e.routes.connected, func(a, b int) bool {
+		return e.routes.connected[a].bits > e.routes.connected[b].bits
+	})
+	sort.SliceStable(e.routes.connected6, func(a, b int) bool {
+		return e.routes.connected6[a].bits > e.routes.connected6[b].bits
+	})
+	var seed [4]uint64
+	var rb [32]byte
+	_, _ = rand.Read(rb[:]) // crypto/rand.Read never fails on supported platforms
+	for i := range seed {
+		seed[i] = binary.LittleEndian.Uint64(rb[8*i:])
+	}
+	e.conns = newConnTable(connCap, [3]uint64(seed[:3]))
+	e.sticky = newStickyTable(stickyCap, seed[3])
+	e.nat = newNATPorts(cfg.WorkerIndex, wc)
+	e.neigh = newNeighTable(neighCap)
+	e.arpq = newARPQueue(2 * len(e.neigh.slots))
+	e.ctr.pub.Store(&published{})
+	e.ctr.interval = publishInterval
+	return e, nil
+}
+
+// addPort validates port i's configuration and records its addresses and routes.
+func (e *Engine) addPort(i int, pc PortConfig) error {
+	if !isUnicastMAC(pc.MAC) {
+		return fmt.Errorf("datapath: port %d: MAC %x is not a unicast address", i, pc.MAC)
+	}
+	pt := port{mac: pc.MAC, ll6: linkLocalFromMAC(pc.MAC)}
+	for _, pfx := range pc.Addrs {
+		if !pfx.IsValid() {
+			return fmt.Errorf("datapath: port %d: invalid address %v", i, pfx)
+		}
+		pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits())
+		if pfx.Addr().Is4() {
 			a := v4Of(pfx.Addr())
 			pt.addrs = append(pt.addrs, a)
 			mask := uint32(0)
@@ -127,32 +187,43 @@ func New(cfg Config) (*Engine, error) {
 			}
 			e.routes.connected = append(e.routes.connected,
 				connectedNet{net: a & mask, mask: mask, bits: pfx.Bits(), port: uint16(i), src: a})
+			continue
 		}
-		if pc.Gateway.IsValid() {
-			if !pc.Gateway.Is4() {
-				return nil, fmt.Errorf("datapath: port %d: gateway %v: only IPv4 is supported", i, pc.Gateway)
-			}
-			if !e.routes.hasGateway { // the first port with a gateway carries the default route
-				e.routes.hasGateway, e.routes.gateway, e.routes.gatewayPort = true, v4Of(pc.Gateway), uint16(i)
-			}
+		a := addrFromNetip(pfx.Addr())
+		if a.isMulticast6() || a.isZero() {
+			return fmt.Errorf("datapath: port %d: address %v is not a unicast address", i, pfx)
 		}
-		e.ports = append(e.ports, pt)
+		pt.addrs6 = append(pt.addrs6, a)
+		if a.isLinkLocal6() {
+			continue // the link itself is connected already; a link-local prefix adds no route
+		}
+		mask := prefixMask(false, pfx.Bits())
+		e.routes.connected6 = append(e.routes.connected6,
+			connectedNet6{net: a.and(mask), mask: mask, bits: pfx.Bits(), port: uint16(i), src: a})
 	}
-	sort.SliceStable(e.routes.connected, func(a, b int) bool {
-		return e.routes.connected[a].bits > e.routes.connected[b].bits
-	})
-	var seed [3]uint64
-	var rb [24]byte
-	_, _ = rand.Read(rb[:]) // crypto/rand.Read never fails on supported platforms
-	for i := range seed {
-		seed[i] = binary.LittleEndian.Uint64(rb[8*i:])
+	gw, gw6 := pc.Gateway, pc.Gateway6
+	if gw.IsValid() && gw.Unmap().Is6() && !gw6.IsValid() {
+		gw, gw6 = netip.Addr{}, gw
 	}
-	e.conns = newConnTable(connCap, seed)
-	e.neigh = newNeighTable(neighCap)
-	e.arpq = newARPQueue(2 * len(e.neigh.slots))
-	e.ctr.pub.Store(&published{})
-	e.ctr.interval = publishInterval
-	return e, nil
+	if gw.IsValid() {
+		gw = gw.Unmap()
+		if !gw.Is4() {
+			return fmt.Errorf("datapath: port %d: gateway %v is not IPv4 (set Gateway6)", i, pc.Gateway)
+		}
+		if !e.routes.hasGateway { // the first port with a gateway carries the default route
+			e.routes.hasGateway, e.routes.gateway, e.routes.gatewayPort = true, v4Of(gw), uint16(i)
+		}
+	}
+	if gw6.IsValid() {
+		if !gw6.Is6() || gw6.Is4In6() || gw6.IsMulticast() || gw6.IsUnspecified() {
+			return fmt.Errorf("datapath: port %d: Gateway6 %v is not an IPv6 unicast address", i, gw6)
+		}
+		if !e.routes.hasGateway6 {
+			e.routes.hasGateway6, e.routes.gateway6, e.routes.gateway6Port = true, addrFromNetip(gw6.WithZone("")), uint16(i)
+		}
+	}
+	e.ports = append(e.ports, pt)
+	return nil
 }
 
 // BeginBurst starts a burst at time now (monotonic ns from the worker) and picks up a newly
@@ -165,10 +236,11 @@ func (e *Engine) BeginBurst(now int64) {
 	}
 }
 
-// EndBurst publishes the burst's counters and does a slice of periodic work: connection expiry,
-// neighbour refresh, slot reclamation, a pending NAT table dump.
+// EndBurst publishes the burst's counters and does a slice of periodic work: connection and
+// persistence expiry, neighbour refresh, slot reclamation, pending table dumps.
 func (e *Engine) EndBurst() {
 	e.sweepConns()
+	e.sweepSticky()
 	e.maintainNeighbours()
 	if e.reclaimPending {
 		e.ctr.publish()
@@ -177,10 +249,12 @@ func (e *Engine) EndBurst() {
 	}
 	e.ctr.maybePublish(e.now)
 	e.serveNATDump()
+	e.servePersistDump()
 }
 
 // Process handles one received frame in place and says what to do with it. frame has the data
-// length; its capacity may be larger. Process never panics and never allocates.
+// length; its capacity may be larger (a reply may use it). Process never panics and never
+// allocates.
 func (e *Engine) Process(frame []byte, inPort uint16) Result {
 	e.ctr.g[gRxPackets]++
 	e.ctr.g[gRxBytes] += uint64(len(frame))
@@ -192,51 +266,107 @@ func (e *Engine) Process(frame []byte, inPort uint16) Result {
 		return e.malformed(st, frame)
 	}
 	switch p.EtherType {
-	case EtherTypeIPv4:
-		return e.handleIPv4(frame, p, inPort)
+	case EtherTypeIPv4, EtherTypeIPv6:
+		return e.handleIP(frame, p, inPort)
 	case EtherTypeARP:
 		return e.handleARP(frame, p, inPort)
 	}
 	return e.pass(gUnsupported, frame)
 }
 
-// handleIPv4 classifies an IPv4 packet: existing connection, new flow to a rule, or the host.
-func (e *Engine) handleIPv4(frame []byte, p *Parsed, in uint16) Result {
-	eth := Ethernet(frame)
-	if eth.Dst() != e.ports[in].mac {
-		if eth.DstIsGroup() {
-			return e.pass(gUnmatched, frame) // broadcast/multicast: never balanced
+// handleIP classifies an IPv4 or IPv6 packet: neighbour discovery, existing connection, new
+// flow to a rule, ICMP for a VIP, or the host (spec §6.2).
+func (e *Engine) handleIP(frame []byte, p *Parsed, in uint16) Result {
+	v6 := p.isV6()
+	if Ethernet(frame).Dst() != e.ports[in].mac {
+		if !Ethernet(frame).DstIsGroup() {
+			return e.drop(gNotForUs, frame)
 		}
-		return e.drop(gNotForUs, frame)
-	}
-	if p.Fragment {
-		// Solaris drops every fragment addressed to a VIP (spec §6.5); others are not ours.
-		if e.snap.HasVIP(p.dst.netip()) {
-			e.count(gFragIn)
-			return e.drop(gFragDropped, frame)
+		if v6 && p.Proto == ProtoICMPv6 && isNDPType(p.ICMPType) {
+			return e.handleNDP(frame, p, in) // solicitations arrive at solicited-node multicast
 		}
-		return e.passOther(p, frame)
+		return e.pass(gUnmatched, frame) // broadcast/multicast: never balanced
 	}
-	if p.Proto != ProtoTCP && p.Proto != ProtoUDP {
+	icmp := ProtoICMP
+	if v6 {
+		icmp = ProtoICMPv6
+		if p.Proto == ProtoICMPv6 && isNDPType(p.ICMPType) {
+			return e.handleNDP(frame, p, in)
+		}
+		if p.dst.isLinkLocal6() || p.src.isLinkLocal6() || p.dst.isMulticast6() {
+			return e.passOther(p, frame) // link-local traffic is never load-balanced (spec §6.1)
+		}
+	}
+	if p.Fragment || p.ExtOther {
+		return e.unbalanceable(frame, p)
+	}
+	switch p.Proto {
+	case ProtoTCP, ProtoUDP:
+	case icmp:
+		return e.handleICMP(frame, p, in)
+	default:
 		return e.passOther(p, frame)
 	}
 	h := e.conns.hash(p.src, p.dst, p.SrcPort, p.DstPort, p.Proto)
 	if ci, dir := e.conns.lookup(p.src, p.dst, p.SrcPort, p.DstPort, p.Proto, h); ci >= 0 {
-		if !e.conns.entries[ci].expired(e.now) {
+		if !e.connDead(ci) {
 			return e.forwardConn(frame, p, ci, dir)
 		}
 		e.removeConn(ci) // lazy expiry; the packet is handled as if the entry never existed
 	}
-	if ri := e.snap.Lookup(p.dst.netip(), p.Proto, p.DstPort); ri >= 0 {
+	if ri := e.lookupRule(p.dst, p.Proto, p.DstPort); ri >= 0 {
 		return e.newFlow(frame, p, ri, h)
+	}
+	// Cisco IOS SLB and ILB alike let traffic no rule covers go on: to a VIP port without a
+	// rule, or from a real server outside any connection (its own traffic, or a late packet).
+	k := e.known[p.dst]
+	if k.flags&knownVIP != 0 {
+		return e.pass(gVIPPortUnmatched, frame)
+	}
+	if e.known[p.src].flags&knownServer != 0 && !e.isLocalAddr(p.dst) {
+		return e.pass(gServerUnmatched, frame)
 	}
 	return e.passOther(p, frame)
 }
 
-// passOther passes an IPv4 packet the load balancer does not handle, counting whether it was
+// unbalanceable handles fragments and IPv6 packets with extension headers the engine does not
+// walk: dropped when addressed to a VIP or proxy-src (Solaris drops every fragment to a VIP,
+// spec §6.5), otherwise not ours to judge.
+func (e *Engine) unbalanceable(frame []byte, p *Parsed) Result {
+	if e.known[p.dst].flags&(knownVIP|knownProxy) == 0 {
+		return e.passOther(p, frame)
+	}
+	if p.Fragment {
+		e.count(gFragIn)
+		return e.drop(gFragDropped, frame)
+	}
+	return e.drop(gIPv6ExtDropped, frame)
+}
+
+// lookupRule returns the index of the rule of the current snapshot covering a destination
+// address, protocol and port, or -1. It builds the snapshot's key from the address directly,
+// which is what Snapshot.Lookup does without the netip round trip.
+func (e *Engine) lookupRule(dst addr, proto uint8, port uint16) int {
+	s := e.snap
+	if s == nil {
+		return -1
+	}
+	var k rules.VIPKey
+	dst.put16(k.Addr[:])
+	k.Proto = proto
+	for _, i := range s.ByVIP[k] {
+		r := &s.Rules[i]
+		if r.MinPort == 0 || (port >= r.MinPort && port <= r.MaxPort) {
+			return i
+		}
+	}
+	return -1
+}
+
+// passOther passes a packet the load balancer does not handle, counting whether it was
 // addressed to the host itself or to someone else.
 func (e *Engine) passOther(p *Parsed, frame []byte) Result {
-	if e.isLocalAddr(p.dst.v4()) {
+	if e.isLocalAddr(p.dst) {
 		return e.pass(gLocal, frame)
 	}
 	if p.Proto != ProtoTCP && p.Proto != ProtoUDP {
@@ -257,6 +387,8 @@ func (e *Engine) malformed(st ParseStatus, frame []byte) Result {
 		k = gBadIPv4Checksum
 	case ParseBadL4:
 		k = gMalformedL4
+	case ParseBadIPv6:
+		k = gMalformedIPv6
 	}
 	e.count(gMalformed)
 	return e.drop(k, frame)

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net"
 	"net/netip"
@@ -187,22 +188,36 @@ func (h *harness) arpReply(from netip.Addr, mac [6]byte, in uint16) {
 	}
 }
 
-// pkt describes a test packet; build turns it into a frame with correct checksums.
+// pkt describes a test packet; build turns it into a frame with correct checksums. The IP
+// version follows the addresses.
 type pkt struct {
 	srcMAC, dstMAC [6]byte
 	src, dst       netip.Addr
 	sport, dport   uint16
 	udp            bool
-	ttl            uint8 // 0 = 64
+	ttl            uint8 // 0 = 64 (TTL or hop limit)
 	flags          uint8 // TCP flags
 	seq, ack       uint32
 	payload        []byte
 	vlan           uint16 // 0 = untagged
 	ipOptions      bool   // add 4 bytes of IPv4 options (IHL 6)
 	noUDPChecksum  bool
-	fragment       bool // set MF
-	tailPad        int  // Ethernet padding after the IP packet
+	fragment       bool   // IPv4: set MF; IPv6: insert a Fragment header (M set)
+	ext6           extHdr // IPv6: insert an 8-byte extension header
+	tailPad        int    // Ethernet padding after the IP packet
 }
+
+// extHdr selects an IPv6 extension header a test packet carries.
+type extHdr uint8
+
+const (
+	extNone extHdr = iota
+	extHopByHop
+	extDestOpts
+	extRouting
+)
+
+func (p pkt) is6() bool { return p.src.Is6() }
 
 func (p pkt) build(t testing.TB) []byte {
 	t.Helper()
@@ -210,33 +225,44 @@ func (p pkt) build(t testing.TB) []byte {
 	if ttl == 0 {
 		ttl = 64
 	}
-	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr(p.srcMAC[:]), DstMAC: net.HardwareAddr(p.dstMAC[:]), EthernetType: layers.EthernetTypeIPv4}
+	etype := layers.EthernetTypeIPv4
+	if p.is6() {
+		etype = layers.EthernetTypeIPv6
+	}
+	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr(p.srcMAC[:]), DstMAC: net.HardwareAddr(p.dstMAC[:]), EthernetType: etype}
 	var ls []gopacket.SerializableLayer
 	ls = append(ls, eth)
 	if p.vlan != 0 {
 		eth.EthernetType = layers.EthernetTypeDot1Q
-		ls = append(ls, &layers.Dot1Q{VLANIdentifier: p.vlan, Type: layers.EthernetTypeIPv4})
+		ls = append(ls, &layers.Dot1Q{VLANIdentifier: p.vlan, Type: etype})
 	}
-	ip := &layers.IPv4{Version: 4, TTL: ttl, SrcIP: p.src.AsSlice(), DstIP: p.dst.AsSlice(), Id: 0x1234, Flags: layers.IPv4DontFragment}
-	if p.fragment {
-		ip.Flags = layers.IPv4MoreFragments
+	var nl gopacket.NetworkLayer
+	var setProto func(layers.IPProtocol)
+	if p.is6() {
+		ip := &layers.IPv6{Version: 6, HopLimit: ttl, SrcIP: p.src.AsSlice(), DstIP: p.dst.AsSlice()}
+		ls, nl, setProto = append(ls, ip), ip, func(x layers.IPProtocol) { ip.NextHeader = x }
+	} else {
+		ip := &layers.IPv4{Version: 4, TTL: ttl, SrcIP: p.src.AsSlice(), DstIP: p.dst.AsSlice(), Id: 0x1234, Flags: layers.IPv4DontFragment}
+		if p.fragment {
+			ip.Flags = layers.IPv4MoreFragments
+		}
+		if p.ipOptions {
+			ip.Options = []layers.IPv4Option{{OptionType: 1}, {OptionType: 1}, {OptionType: 1}, {OptionType: 0}}
+		}
+		ls, nl, setProto = append(ls, ip), ip, func(x layers.IPProtocol) { ip.Protocol = x }
 	}
-	if p.ipOptions {
-		ip.Options = []layers.IPv4Option{{OptionType: 1}, {OptionType: 1}, {OptionType: 1}, {OptionType: 0}}
-	}
-	ls = append(ls, ip)
 	if p.udp {
-		ip.Protocol = layers.IPProtocolUDP
+		setProto(layers.IPProtocolUDP)
 		u := &layers.UDP{SrcPort: layers.UDPPort(p.sport), DstPort: layers.UDPPort(p.dport)}
-		if err := u.SetNetworkLayerForChecksum(ip); err != nil {
+		if err := u.SetNetworkLayerForChecksum(nl); err != nil {
 			t.Fatal(err)
 		}
 		ls = append(ls, u)
 	} else {
-		ip.Protocol = layers.IPProtocolTCP
+		setProto(layers.IPProtocolTCP)
 		tc := &layers.TCP{SrcPort: layers.TCPPort(p.sport), DstPort: layers.TCPPort(p.dport), Seq: p.seq, Ack: p.ack, Window: 65535,
 			SYN: p.flags&TCPSyn != 0, ACK: p.flags&TCPAck != 0, FIN: p.flags&TCPFin != 0, RST: p.flags&TCPRst != 0, PSH: p.flags&TCPPsh != 0}
-		if err := tc.SetNetworkLayerForChecksum(ip); err != nil {
+		if err := tc.SetNetworkLayerForChecksum(nl); err != nil {
 			t.Fatal(err)
 		}
 		ls = append(ls, tc)
@@ -251,10 +277,39 @@ func (p pkt) build(t testing.TB) []byte {
 		l4 := len(b) - len(p.payload) - UDPSize
 		b[l4+6], b[l4+7] = 0, 0
 	}
+	if p.is6() && p.fragment {
+		b = insertExt6(b, 44)
+	}
+	if p.is6() && p.ext6 != extNone {
+		b = insertExt6(b, [...]uint8{extHopByHop: 0, extDestOpts: 60, extRouting: 43}[p.ext6])
+	}
 	b = append(b, make([]byte, p.tailPad)...)
 	// Give the frame spare capacity, as an mbuf has.
 	out := make([]byte, len(b), len(b)+64)
 	copy(out, b)
+	return out
+}
+
+// insertExt6 inserts an 8-byte IPv6 extension header of type typ right after the fixed header
+// of an untagged frame. The transport checksum does not change: the pseudo-header holds the
+// upper-layer length, not the payload length.
+func insertExt6(b []byte, typ uint8) []byte {
+	const l3 = 14
+	next := b[l3+6]
+	ext := []byte{next, 0, 0, 0, 0, 0, 0, 0}
+	switch typ {
+	case 0, 60:
+		ext[2], ext[3] = 1, 4 // a PadN option filling the header
+	case 43:
+		ext[2], ext[3] = 0, 0 // routing type 0, no segments left
+	case 44:
+		ext[3] = 1 // offset 0, M set
+		ext[4], ext[7] = 0xab, 0xcd
+	}
+	out := append(slices.Clone(b[:l3+40]), ext...)
+	out = append(out, b[l3+40:]...)
+	out[l3+6] = typ
+	binary.BigEndian.PutUint16(out[l3+4:], binary.BigEndian.Uint16(out[l3+4:])+8)
 	return out
 }
 
@@ -284,11 +339,40 @@ func arpFrame(t testing.TB, op uint16, srcMAC, targetMAC [6]byte, sender netip.A
 
 // decoded is what a test checks of an output frame, parsed by gopacket.
 type decoded struct {
-	eth *layers.Ethernet
-	ip  *layers.IPv4
-	tcp *layers.TCP
-	udp *layers.UDP
-	arp *layers.ARP
+	eth   *layers.Ethernet
+	ip    *layers.IPv4
+	ip6   *layers.IPv6
+	tcp   *layers.TCP
+	udp   *layers.UDP
+	arp   *layers.ARP
+	icmp4 *layers.ICMPv4
+	icmp6 *layers.ICMPv6
+}
+
+// src, dst and ttl return the IP layer's fields whichever the version.
+func (d decoded) src() netip.Addr {
+	if d.ip6 != nil {
+		a, _ := netip.AddrFromSlice(d.ip6.SrcIP)
+		return a
+	}
+	a, _ := netip.AddrFromSlice(d.ip.SrcIP)
+	return a.Unmap()
+}
+
+func (d decoded) dst() netip.Addr {
+	if d.ip6 != nil {
+		a, _ := netip.AddrFromSlice(d.ip6.DstIP)
+		return a
+	}
+	a, _ := netip.AddrFromSlice(d.ip.DstIP)
+	return a.Unmap()
+}
+
+func (d decoded) ttl() uint8 {
+	if d.ip6 != nil {
+		return d.ip6.HopLimit
+	}
+	return d.ip.TTL
 }
 
 func decode(t testing.TB, frame []byte) decoded {
@@ -297,13 +381,16 @@ func decode(t testing.TB, frame []byte) decoded {
 		eth     layers.Ethernet
 		dot1q   layers.Dot1Q
 		ip      layers.IPv4
+		ip6     layers.IPv6
 		tcp     layers.TCP
 		udp     layers.UDP
 		arp     layers.ARP
+		icmp4   layers.ICMPv4
+		icmp6   layers.ICMPv6
 		payload gopacket.Payload
 	)
 	// A DecodingLayerParser stops at the transport layer, so UDP to port 53 is not parsed as DNS.
-	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &dot1q, &ip, &tcp, &udp, &arp, &payload)
+	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &dot1q, &ip, &ip6, &tcp, &udp, &arp, &icmp4, &icmp6, &payload)
 	parser.IgnoreUnsupported = true
 	var types []gopacket.LayerType
 	if err := parser.DecodeLayers(frame, &types); err != nil {
@@ -316,12 +403,18 @@ func decode(t testing.TB, frame []byte) decoded {
 			d.eth = &eth
 		case layers.LayerTypeIPv4:
 			d.ip = &ip
+		case layers.LayerTypeIPv6:
+			d.ip6 = &ip6
 		case layers.LayerTypeTCP:
 			d.tcp = &tcp
 		case layers.LayerTypeUDP:
 			d.udp = &udp
 		case layers.LayerTypeARP:
 			d.arp = &arp
+		case layers.LayerTypeICMPv4:
+			d.icmp4 = &icmp4
+		case layers.LayerTypeICMPv6:
+			d.icmp6 = &icmp6
 		}
 	}
 	return d
@@ -343,15 +436,33 @@ func refSum(b []byte) uint32 {
 	return s
 }
 
-// verifyChecksums recomputes the IPv4 header checksum and the TCP/UDP checksum of an untagged or
-// tagged IPv4 frame from scratch and compares them with the fields.
-func verifyChecksums(t testing.TB, frame []byte) {
+// refPseudo returns the pseudo-header bytes of a transport segment of length n: IPv4 (12 bytes)
+// or IPv6 (40 bytes), built independently of the package.
+func refPseudo(src, dst []byte, proto uint8, n int) []byte {
+	if len(src) == 4 {
+		return append(append(slices.Clone(src), dst...), 0, proto, byte(n>>8), byte(n))
+	}
+	return append(append(slices.Clone(src), dst...), byte(n>>24), byte(n>>16), byte(n>>8), byte(n), 0, 0, 0, proto)
+}
+
+// ipOf locates the IP packet in an untagged or tagged frame and returns its addresses, the
+// transport protocol (IPv6: after skipping hop-by-hop/destination options), and the transport
+// segment.
+func ipOf(t testing.TB, frame []byte) (v6 bool, src, dst []byte, proto uint8, seg []byte, fragment bool) {
 	t.Helper()
 	off := 14
 	if binary.BigEndian.Uint16(frame[12:]) == 0x8100 {
 		off = 18
 	}
 	ip := frame[off:]
+	if ip[0]>>4 == 6 {
+		pl := int(binary.BigEndian.Uint16(ip[4:]))
+		nh, l4 := ip[6], 40
+		for nh == 0 || nh == 60 {
+			nh, l4 = ip[l4], l4+(int(ip[l4+1])+1)*8
+		}
+		return true, ip[8:24], ip[24:40], nh, ip[l4 : 40+pl], nh == 44
+	}
 	hl := int(ip[0]&0xf) * 4
 	tl := int(binary.BigEndian.Uint16(ip[2:]))
 	hdr := slices.Clone(ip[:hl])
@@ -359,40 +470,58 @@ func verifyChecksums(t testing.TB, frame []byte) {
 	if want, got := uint16(^refSum(hdr)), binary.BigEndian.Uint16(ip[10:]); want != got {
 		t.Fatalf("IPv4 header checksum %#04x, recomputed %#04x", got, want)
 	}
-	if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
+	return false, ip[12:16], ip[16:20], ip[9], ip[hl:tl], binary.BigEndian.Uint16(ip[6:])&0x3fff != 0
+}
+
+// verifyChecksums recomputes the IPv4 header checksum and the TCP, UDP, ICMP or ICMPv6
+// checksum of a frame from scratch and compares them with the fields.
+func verifyChecksums(t testing.TB, frame []byte) {
+	t.Helper()
+	v6, src, dst, proto, seg, frag := ipOf(t, frame)
+	if frag {
 		return // fragment: no transport checksum to verify
 	}
-	seg := slices.Clone(ip[hl:tl])
 	var csOff int
-	switch ip[9] {
+	switch proto {
 	case 6:
 		csOff = 16
 	case 17:
 		csOff = 6
+	case 1, 58:
+		csOff = 2
 	default:
 		return
 	}
+	seg = slices.Clone(seg)
 	got := binary.BigEndian.Uint16(seg[csOff:])
-	if ip[9] == 17 && got == 0 {
+	if proto == 17 && got == 0 && !v6 {
 		return // UDP without checksum
 	}
 	seg[csOff], seg[csOff+1] = 0, 0
-	pseudo := make([]byte, 0, 12+len(seg))
-	pseudo = append(pseudo, ip[12:20]...)
-	pseudo = append(pseudo, 0, ip[9], byte(len(seg)>>8), byte(len(seg)))
-	pseudo = append(pseudo, seg...)
-	want := uint16(^refSum(pseudo))
-	if ip[9] == 17 && want == 0 {
+	var sum []byte
+	if proto != 1 { // ICMPv4 alone has no pseudo-header
+		sum = refPseudo(src, dst, proto, len(seg))
+	}
+	want := uint16(^refSum(append(sum, seg...)))
+	if proto == 17 && want == 0 {
 		want = 0xffff
 	}
 	if want != got {
-		t.Fatalf("L4 (proto %d) checksum %#04x, recomputed %#04x", ip[9], got, want)
+		t.Fatalf("proto %d checksum %#04x, recomputed %#04x", proto, got, want)
 	}
 }
 
 func mac(m [6]byte) string { return net.HardwareAddr(m[:]).String() }
 
-// expectForward checks a forwarded IPv4 frame's addressing and checksums and returns it decoded.
+// portMAC returns the MAC of test port p.
+func portMAC(p uint16) [6]byte {
+	if p == 1 {
+		return port1MAC
+	}
+	return port0MAC
+}
+
+// expectForward checks a forwarded IPv4 or IPv6 frame's addressing and checksums and returns it decoded.
 func expectForward(t testing.TB, r Result, frame []byte, port uint16, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, ttl uint8) decoded {
 	t.Helper()
 	if r.Action != ActionForward || r.Port != port {
@@ -400,24 +529,21 @@ func expectForward(t testing.TB, r Result, frame []byte, port uint16, dstMAC [6]
 	}
 	verifyChecksums(t, frame)
 	d := decode(t, frame)
-	srcMAC := port0MAC
-	if port == 1 {
-		srcMAC = port1MAC
-	}
+	srcMAC := portMAC(port)
 	if d.eth.DstMAC.String() != mac(dstMAC) || d.eth.SrcMAC.String() != mac(srcMAC) {
 		t.Fatalf("MACs %v > %v, want %v > %v", d.eth.SrcMAC, d.eth.DstMAC, mac(srcMAC), mac(dstMAC))
 	}
-	if d.ip == nil {
-		t.Fatal("no IPv4 layer in output")
+	if d.ip == nil && d.ip6 == nil {
+		t.Fatal("no IP layer in output")
 	}
-	if got, _ := netip.AddrFromSlice(d.ip.SrcIP); got != src {
+	if got := d.src(); got != src {
 		t.Fatalf("IP src %v, want %v", got, src)
 	}
-	if got, _ := netip.AddrFromSlice(d.ip.DstIP); got != dst {
+	if got := d.dst(); got != dst {
 		t.Fatalf("IP dst %v, want %v", got, dst)
 	}
-	if d.ip.TTL != ttl {
-		t.Fatalf("TTL %d, want %d", d.ip.TTL, ttl)
+	if d.ttl() != ttl {
+		t.Fatalf("TTL %d, want %d", d.ttl(), ttl)
 	}
 	var gs, gd uint16
 	switch {
@@ -432,6 +558,20 @@ func expectForward(t testing.TB, r Result, frame []byte, port uint16, dstMAC [6]
 		t.Fatalf("ports %d > %d, want %d > %d", gs, gd, sport, dport)
 	}
 	return d
+}
+
+// expectGolden checks that the engine forwarded exactly the frame want describes on port: every
+// byte equal to what gopacket builds from scratch, checksums recomputed independently.
+func expectGolden(t testing.TB, r Result, out []byte, port uint16, want []byte) {
+	t.Helper()
+	if r.Action != ActionForward || r.Port != port {
+		t.Fatalf("result %+v, want forward on port %d", r, port)
+	}
+	verifyChecksums(t, out)
+	if !bytes.Equal(out, want) {
+		t.Fatalf("output differs from golden:\ngot  %x\nwant %x\n%s", out, want,
+			gopacket.NewPacket(out, layers.LayerTypeEthernet, gopacket.Default).Dump())
+	}
 }
 
 // serverIndex returns which test server addr is.

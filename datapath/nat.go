@@ -14,7 +14,7 @@ func (e *Engine) forwardConn(frame []byte, p *Parsed, ci int32, dir int) Result 
 	if dir == dirS2C {
 		dst = c.orig.src
 	}
-	if IPv4(frame[p.L3Off:]).TTL() <= 1 {
+	if p.TTL <= 1 {
 		return e.drop(gTTLExceeded, frame)
 	}
 	out, mac, ok := e.routeConn(c, dir, dst, frame)
@@ -32,7 +32,8 @@ func (e *Engine) forwardConn(frame []byte, p *Parsed, ci int32, dir int) Result 
 	return e.sent(out, frame, c.serverSlot, p.IPLen)
 }
 
-// newFlow balances the first packet of a flow that matched rule ri (spec §6.2 steps 2–6).
+// newFlow balances the first packet of a flow that matched rule ri (spec §6.2 steps 2–6): every
+// packet of a DSR rule, the first of a half-NAT or full-NAT connection.
 func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
 	r := &e.snap.Rules[ri]
 	rs := &e.rules[ri]
@@ -41,18 +42,25 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
 		e.ctr.ruleAdd(rs.slot, rPktNotProcessed, p.IPLen)
 		return e.pass(gNotProcessed, frame)
 	}
-	if r.Topo != rules.TopoHalfNAT {
-		// DSR and full NAT are not implemented yet.
-		e.ctr.ruleAdd(rs.slot, rPktDropped, p.IPLen)
-		return e.drop(gUnsupported, frame)
-	}
-	if IPv4(frame[p.L3Off:]).TTL() <= 1 {
+	if p.TTL <= 1 {
 		return e.drop(gTTLExceeded, frame)
 	}
-	si := pickServer(r, rs)
-	if si < 0 {
+	si, st, proxy, status := e.chooseServer(rs, p)
+	switch status {
+	case chooseNoServer:
 		e.ctr.ruleAdd(rs.slot, rPktDropped, p.IPLen)
 		return e.drop(gDropped, frame)
+	case chooseNoMemory:
+		e.ctr.ruleAdd(rs.slot, rNoMemPktDropped, p.IPLen)
+		return e.drop(gStickyFull, frame)
+	}
+	switch rs.topo {
+	case rules.TopoDSR:
+		return e.forwardDSR(frame, p, rs, si, status == chooseOK)
+	case rules.TopoHalfNAT, rules.TopoNAT:
+	default:
+		e.ctr.ruleAdd(rs.slot, rPktDropped, p.IPLen)
+		return e.drop(gUnsupported, frame)
 	}
 	sv := &rs.servers[si]
 	var c conn
@@ -61,28 +69,54 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
 	c.proto = p.Proto
 	c.last, c.timeoutMs = e.now, rs.timeoutMs
 	c.serverSlot = sv.slot
+	arena := int32(-1)
+	if rs.topo == rules.TopoNAT {
+		pi, a, port, ok := e.allocNATPort(rs, proxy)
+		if !ok {
+			e.ctr.ruleAdd(rs.slot, rPktDropped, p.IPLen)
+			e.ctr.ruleAdd(rs.slot, rNoPortPktDropped, p.IPLen)
+			return e.drop(gNoPort, frame)
+		}
+		c.xlat.src, c.xlat.sport = rs.proxies[pi].addr, port
+		c.flags = connFullNAT
+		arena = a
+		if st >= 0 {
+			e.sticky.entries[st].proxy = int8(pi)
+		}
+	}
 	c.ipDelta = csumAdd(csumDeltaAddr(c.orig.src, c.xlat.src), csumDeltaAddr(c.orig.dst, c.xlat.dst))
 	c.l4Delta = csumAdd(c.ipDelta, csumAdd(csumDelta16(c.orig.sport, c.xlat.sport), csumDelta16(c.orig.dport, c.xlat.dport)))
-	ci, st := e.conns.insert(&c, h, rs.slot, e.now)
-	switch st {
-	case insertFull:
-		e.ctr.ruleAdd(rs.slot, rNoMemPktDropped, p.IPLen)
-		return e.drop(gNoMemory, frame)
-	case insertConflict:
+	ci, ist := e.conns.insert(&c, h, rs.slot, e.now)
+	if ist != insertOK {
+		if arena >= 0 {
+			e.nat.put(arena, c.xlat.sport)
+		}
+		if ist == insertFull {
+			e.ctr.ruleAdd(rs.slot, rNoMemPktDropped, p.IPLen)
+			return e.drop(gNoMemory, frame)
+		}
 		e.ctr.ruleAdd(rs.slot, rPktDropped, p.IPLen)
 		return e.drop(gConnConflict, frame)
 	}
+	m := &e.conns.meta[ci]
+	m.arena = arena
+	if st >= 0 {
+		m.sticky = st
+		e.sticky.entries[st].refs++
+	}
 	e.slots[rs.slot].refs++
-	rs.advance(si)
+	if status == chooseOK {
+		rs.advance(si)
+	}
 	// The entry exists from here on even if the next hop is not resolved yet: the packet is
-	// dropped then, and its retransmission follows the entry to the same server once ARP
+	// dropped then, and its retransmission follows the entry to the same server once ARP/NDP
 	// answers, as Solaris' IP would have queued it for that server.
 	return e.forwardConn(frame, p, ci, dirC2S)
 }
 
 // routeConn finds the out port and next-hop MAC for a packet of c travelling in dir toward dst.
 // The next hop's neighbour slot is cached in the entry, so an established flow skips the route
-// lookup and the neighbour hash probe. On failure the reason is counted (and an ARP request
+// lookup and the neighbour hash probe. On failure the reason is counted (and a resolution
 // scheduled on a neighbour miss); the caller drops the packet.
 func (e *Engine) routeConn(c *conn, dir int, dst addr, frame []byte) (uint16, [6]byte, bool) {
 	if c.nhEpoch != e.neigh.epoch {
@@ -93,12 +127,12 @@ func (e *Engine) routeConn(c *conn, dir int, dst addr, frame []byte) (uint16, [6
 			return e.neigh.slots[s-1].port, mac, true
 		}
 	}
-	out, nh, ok := e.nextHop(dst.v4())
+	out, nh, ok := e.nextHop(dst)
 	if !ok {
 		e.drop(gNoRoute, frame)
 		return 0, [6]byte{}, false
 	}
-	i, mac, ok := e.resolve(addrFrom4(nh), out)
+	i, mac, ok := e.resolve(nh, out)
 	if c.nhEpoch != e.neigh.epoch { // resolve recycled a slot: other cached slots may be stale
 		c.nh, c.nhEpoch = [2]uint32{}, e.neigh.epoch
 	}
@@ -110,9 +144,9 @@ func (e *Engine) routeConn(c *conn, dir int, dst addr, frame []byte) (uint16, [6
 	return out, mac, true
 }
 
-// rewrite applies c's translation for direction dir to an IPv4 TCP/UDP packet in place, decrements
-// the TTL and patches both checksums incrementally (spec §6.3), then readdresses the Ethernet header
-// to the next hop. The caller has checked TTL > 1.
+// rewrite applies c's translation for direction dir to a TCP/UDP packet in place, decrements the
+// TTL or hop limit and patches the checksums incrementally (spec §6.3), then readdresses the
+// Ethernet header to the next hop. The caller has checked TTL > 1.
 func (e *Engine) rewrite(frame []byte, p *Parsed, c *conn, dir int, out uint16, mac [6]byte) {
 	var to tuple
 	ipDelta, l4Delta := c.ipDelta, c.l4Delta
@@ -122,20 +156,30 @@ func (e *Engine) rewrite(frame []byte, p *Parsed, c *conn, dir int, out uint16, 
 		to = tuple{src: c.orig.dst, dst: c.orig.src, sport: c.orig.dport, dport: c.orig.sport}
 		ipDelta, l4Delta = ^ipDelta, ^l4Delta // undoing a change adds the complement of its delta
 	}
-	ip := IPv4(frame[p.L3Off:p.L4Off])
-	ip.SetSrc(to.src.v4())
-	ip.SetDst(to.dst.v4())
-	ttlWord := ip.TTLProtoWord()
-	ip.SetTTL(ip.TTL() - 1)
-	ip.SetChecksum(csumUpdate(ip.Checksum(), csumAdd(ipDelta, csumDelta16(ttlWord, ttlWord-0x100))))
-
+	if p.isV6() {
+		// No header checksum; the addresses enter the transport checksum through the
+		// pseudo-header, which l4Delta covers (csumDeltaAddr works on all 128 bits).
+		ip := IPv6(frame[p.L3Off:p.L4Off])
+		ip.SetSrc(to.src)
+		ip.SetDst(to.dst)
+		ip.SetHopLimit(ip.HopLimit() - 1)
+	} else {
+		ip := IPv4(frame[p.L3Off:p.L4Off])
+		ip.SetSrc(to.src.v4())
+		ip.SetDst(to.dst.v4())
+		ttlWord := ip.TTLProtoWord()
+		ip.SetTTL(ip.TTL() - 1)
+		ip.SetChecksum(csumUpdate(ip.Checksum(), csumAdd(ipDelta, csumDelta16(ttlWord, ttlWord-0x100))))
+	}
 	l4 := frame[p.L4Off:p.L3End]
 	binary.BigEndian.PutUint16(l4[l4SrcPort:], to.sport)
 	binary.BigEndian.PutUint16(l4[l4DstPort:], to.dport)
 	off := l4ChecksumOffset(p.Proto)
 	sum := binary.BigEndian.Uint16(l4[off:])
 	if p.Proto == ProtoUDP {
-		if sum != 0 { // 0 means "no checksum" (RFC 768) and must stay so
+		// 0 means "no checksum" in IPv4 (RFC 768) and must stay so; IPv6 never carries 0
+		// (the parser drops such datagrams).
+		if sum != 0 {
 			if sum = csumUpdate(sum, l4Delta); sum == 0 {
 				sum = 0xffff // a computed 0 is sent as all ones
 			}
@@ -148,4 +192,18 @@ func (e *Engine) rewrite(frame []byte, p *Parsed, c *conn, dir int, out uint16, 
 	eth := Ethernet(frame)
 	eth.SetDst(mac)
 	eth.SetSrc(e.ports[out].mac)
+}
+
+// decrementTTL lowers the TTL (patching the IPv4 header checksum) or the hop limit by one.
+// The caller has checked it is above 1.
+func decrementTTL(frame []byte, p *Parsed) {
+	if p.isV6() {
+		ip := IPv6(frame[p.L3Off:])
+		ip.SetHopLimit(ip.HopLimit() - 1)
+		return
+	}
+	ip := IPv4(frame[p.L3Off:p.L4Off])
+	w := ip.TTLProtoWord()
+	ip.SetTTL(ip.TTL() - 1)
+	ip.SetChecksum(csumUpdate(ip.Checksum(), csumDelta16(w, w-0x100)))
 }

@@ -1,6 +1,6 @@
 package datapath
 
-// Neighbour (ARP) cache: fixed-size, pointer-free, open addressing with a bounded probe window.
+// Neighbour (ARP and NDP) cache: fixed-size, pointer-free, open addressing with a bounded probe window.
 // Slots are never emptied once used, only recycled in place, so a lookup may stop at the first
 // never-used slot without tombstones.
 
@@ -111,7 +111,7 @@ func (t *neighTable) insert(ip addr, p uint16) int {
 
 // learn records that ip on port p has MAC mac, creating the entry if create is set.
 func (e *Engine) learn(ip addr, p uint16, mac [6]byte, create bool) {
-	if !isUnicastMAC(mac) || ip == addrFrom4(0) {
+	if !isUnicastMAC(mac) || ip == addrFrom4(0) || ip.isZero() {
 		return
 	}
 	i := e.neigh.find(ip, p)
@@ -155,12 +155,12 @@ func (e *Engine) neighMAC(i int) ([6]byte, bool) {
 }
 
 // want marks the next hop toward ip as configured and schedules its resolution unless known.
-func (e *Engine) want(ip uint32) {
+func (e *Engine) want(ip addr) {
 	p, nh, ok := e.nextHop(ip)
 	if !ok {
 		return
 	}
-	i := e.neigh.insert(addrFrom4(nh), p)
+	i := e.neigh.insert(nh, p)
 	n := &e.neigh.slots[i]
 	n.flags |= neighWanted
 	if n.state != neighReachable || e.now-n.confirmed >= neighRefreshAfter {
@@ -168,20 +168,21 @@ func (e *Engine) want(ip uint32) {
 	}
 }
 
-// resolveConfiguredNextHops marks the gateway and every server's next hop as wanted and asks for
+// resolveConfiguredNextHops marks the gateways and every server's next hop as wanted and asks for
 // their MACs, so they are known before traffic arrives. Run on every new snapshot.
 func (e *Engine) resolveConfiguredNextHops() {
 	for i := range e.neigh.slots {
 		e.neigh.slots[i].flags &^= neighWanted
 	}
 	if e.routes.hasGateway {
-		e.want(e.routes.gateway)
+		e.want(addrFrom4(e.routes.gateway))
+	}
+	if e.routes.hasGateway6 {
+		e.want(e.routes.gateway6)
 	}
 	for i := range e.rules {
 		for _, s := range e.rules[i].servers {
-			if s.addr.is4() {
-				e.want(s.addr.v4())
-			}
+			e.want(s.addr)
 		}
 	}
 }
@@ -215,10 +216,10 @@ func (e *Engine) maintainNeighbours() {
 	}
 }
 
-// requestResolution queues an ARP request for slot i unless one is queued or was sent too recently.
+// requestResolution queues an ARP request or neighbor solicitation for slot i unless one is queued or was sent too recently.
 func (e *Engine) requestResolution(i int) {
 	n := &e.neigh.slots[i]
-	if n.flags&neighQueued != 0 || !n.addrIsV4() {
+	if n.flags&neighQueued != 0 {
 		return
 	}
 	if n.tries > 0 {
@@ -234,8 +235,6 @@ func (e *Engine) requestResolution(i int) {
 		n.flags |= neighQueued
 	}
 }
-
-func (n *neighbour) addrIsV4() bool { return n.ip.is4() }
 
 // ceilPow2 returns the smallest power of two ≥ n (n ≥ 1).
 func ceilPow2(n int) int {

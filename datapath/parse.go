@@ -12,7 +12,8 @@ const (
 	ParseShortARP                    // ARP EtherType but fewer bytes than an Ethernet/IPv4 ARP packet
 	ParseBadIPv4                     // short header, version not 4, IHL < 5 or beyond the frame, bad total length
 	ParseBadIPv4Checksum             // header checksum does not verify
-	ParseBadL4                       // TCP or UDP header truncated or inconsistent with the IP length
+	ParseBadL4                       // TCP, UDP or ICMP header truncated or inconsistent with the IP length
+	ParseBadIPv6                     // short header, version not 6, payload beyond the frame, bad extension header chain
 )
 
 // String names the status for logs and test failures.
@@ -30,6 +31,8 @@ func (s ParseStatus) String() string {
 		return "bad ipv4 checksum"
 	case ParseBadL4:
 		return "bad l4 header"
+	case ParseBadIPv6:
+		return "bad ipv6 header"
 	}
 	return "unknown"
 }
@@ -40,12 +43,17 @@ type Parsed struct {
 	EtherType uint16 // inner EtherType when tagged
 	Tagged    bool   // frame carries one 802.1Q tag
 	L3Off     int    // network header offset
-	L4Off     int    // transport header offset (IPv4: L3Off + IHL*4)
+	L4Off     int    // transport header offset (IPv4: L3Off + IHL*4; IPv6: after skipped extension headers)
 	L3End     int    // end of the IP packet; bytes beyond are Ethernet padding
-	IPLen     int    // IP total length, the byte count used by the statistics
-	Proto     uint8  // IP protocol
-	Fragment  bool   // IPv4 fragment: MF set or offset non-zero; no transport header parsed
-	src, dst  addr   // IP addresses, v4-mapped (see Src and Dst)
+	IPLen     int    // IP total length (IPv6: fixed header + payload), the byte count used by the statistics
+	Proto     uint8  // IP protocol, IPv6: the first next-header value the parser did not skip
+	TTL       uint8  // IPv4 TTL or IPv6 hop limit
+	Fragment  bool   // IPv4 fragment (MF or offset) or IPv6 Fragment header; no transport header parsed
+	ExtHdrs   bool   // IPv6 hop-by-hop or destination options headers were skipped
+	ExtOther  bool   // IPv6 extension header the engine does not walk (routing, mobility, ...); Proto is its type
+	ICMPType  uint8  // ICMP/ICMPv6 type
+	ICMPCode  uint8  // ICMP/ICMPv6 code
+	src, dst  addr   // IP addresses, IPv4 v4-mapped (see Src and Dst)
 	SrcPort   uint16 // TCP/UDP source port
 	DstPort   uint16 // TCP/UDP destination port
 	TCPFlags  uint8  // TCP control bits
@@ -57,9 +65,13 @@ func (p *Parsed) Src() netip.Addr { return p.src.netip() }
 // Dst returns the IP destination address.
 func (p *Parsed) Dst() netip.Addr { return p.dst.netip() }
 
+// isV6 reports whether the packet is IPv6.
+func (p *Parsed) isV6() bool { return p.EtherType == EtherTypeIPv6 }
+
 // Decode parses frame. It never reads outside frame and never panics; on ParseOK the offsets
-// it sets are within frame. Ethernet types other than IPv4 and ARP and IP protocols other than
-// TCP and UDP decode as ParseOK with only the outer fields set, so the caller decides their fate.
+// it sets are within frame. Ethernet types other than IPv4, IPv6 and ARP and IP protocols other
+// than TCP, UDP and ICMP decode as ParseOK with only the outer fields set, so the caller decides
+// their fate.
 func (p *Parsed) Decode(frame []byte) ParseStatus {
 	*p = Parsed{}
 	if len(frame) < EthernetHeaderSize {
@@ -85,11 +97,13 @@ func (p *Parsed) Decode(frame []byte) ParseStatus {
 		p.L3End = off + ARPSize
 	case EtherTypeIPv4:
 		return p.decodeIPv4(frame, off)
+	case EtherTypeIPv6:
+		return p.decodeIPv6(frame, off)
 	}
 	return ParseOK
 }
 
-// decodeIPv4 parses the IPv4 header at off and the TCP or UDP header after it.
+// decodeIPv4 parses the IPv4 header at off and the TCP, UDP or ICMP header after it.
 func (p *Parsed) decodeIPv4(frame []byte, off int) ParseStatus {
 	ip := IPv4(frame[off:])
 	if len(ip) < IPv4MinSize || ip.Version() != 4 {
@@ -104,6 +118,7 @@ func (p *Parsed) decodeIPv4(frame []byte, off int) ParseStatus {
 		return ParseBadIPv4Checksum
 	}
 	p.Proto = ip.Protocol()
+	p.TTL = ip.TTL()
 	p.src = addrFrom4(ip.Src())
 	p.dst = addrFrom4(ip.Dst())
 	p.IPLen = tl
@@ -114,6 +129,58 @@ func (p *Parsed) decodeIPv4(frame []byte, off int) ParseStatus {
 		p.Fragment = true
 		return ParseOK
 	}
+	return p.decodeL4(frame, ProtoICMP)
+}
+
+// decodeIPv6 parses the IPv6 fixed header at off, skips hop-by-hop and destination options
+// headers, and parses the TCP, UDP or ICMPv6 header after them.
+func (p *Parsed) decodeIPv6(frame []byte, off int) ParseStatus {
+	ip := IPv6(frame[off:])
+	if len(ip) < IPv6HeaderSize || ip.Version() != 6 {
+		return ParseBadIPv6
+	}
+	tl := IPv6HeaderSize + ip.PayloadLen()
+	if tl > len(ip) {
+		return ParseBadIPv6 // a jumbogram (payload length 0 with a jumbo option) is rejected later, as too short
+	}
+	p.TTL = ip.HopLimit()
+	p.src = ip.Src()
+	p.dst = ip.Dst()
+	p.IPLen = tl
+	p.L3End = off + tl
+	nh := ip.NextHeader()
+	l4 := off + IPv6HeaderSize
+	for k := 0; nh == ipv6HopByHop || nh == ipv6DestOpts; k++ {
+		// Hop-by-hop must come first (RFC 8200 §4.1); more than a few options headers is an attack.
+		if (nh == ipv6HopByHop && k > 0) || k == maxIPv6ExtHeaders || l4+8 > p.L3End {
+			return ParseBadIPv6
+		}
+		n := (int(frame[l4+1]) + 1) * 8
+		if l4+n > p.L3End {
+			return ParseBadIPv6
+		}
+		nh = frame[l4]
+		l4 += n
+		p.ExtHdrs = true
+	}
+	p.Proto = nh
+	p.L4Off = l4
+	switch {
+	case nh == ipv6Fragment:
+		if l4+ipv6FragSize > p.L3End {
+			return ParseBadIPv6
+		}
+		p.Fragment = true
+		return ParseOK
+	case isUnbalanceableExt(nh):
+		p.ExtOther = true
+		return ParseOK
+	}
+	return p.decodeL4(frame, ProtoICMPv6)
+}
+
+// decodeL4 parses the transport header at p.L4Off: TCP, UDP or the given ICMP version.
+func (p *Parsed) decodeL4(frame []byte, icmp uint8) ParseStatus {
 	l4 := frame[p.L4Off:p.L3End]
 	switch p.Proto {
 	case ProtoTCP:
@@ -133,7 +200,15 @@ func (p *Parsed) decodeIPv4(frame []byte, off int) ParseStatus {
 		if ul := u.Length(); ul < UDPSize || ul > len(l4) {
 			return ParseBadL4
 		}
+		if icmp == ProtoICMPv6 && u.Checksum() == 0 {
+			return ParseBadL4 // the UDP checksum is mandatory in IPv6 (RFC 8200 §8.1)
+		}
 		p.SrcPort, p.DstPort = u.SrcPort(), u.DstPort()
+	case icmp:
+		if len(l4) < ICMPHeaderSize {
+			return ParseBadL4
+		}
+		p.ICMPType, p.ICMPCode = ICMP(l4).Type(), ICMP(l4).Code()
 	}
 	return ParseOK
 }

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ilbgo/ilb/rules"
 )
 
 // Stats is read from another goroutine while the worker runs; with -race this proves the
@@ -155,5 +157,56 @@ func TestNoAllocationsOnThePacketPath(t *testing.T) {
 	if g.NeighbourMisses-before.NeighbourMisses < 200 || g.ARPRequestsSent-before.ARPRequestsSent < 2 ||
 		g.ARPRepliesSent-before.ARPRepliesSent < 200 || g.Forwarded-before.Forwarded < 600 {
 		t.Fatalf("the paths were not all exercised: %+v", g)
+	}
+}
+
+// The kstat set of show-statistics (spec §2.7): num_rules, num_servers, and per-server processed
+// counters that count both directions of NAT flows but DSR only toward the server.
+func TestStatsKstatSet(t *testing.T) {
+	h := newWorld(t, nil, nil)
+	for _, c := range allTopoCases() {
+		p, _ := benchFlow(c)
+		r, out := h.process(p.build(t), 0)
+		if r.Action != ActionForward {
+			t.Fatalf("%v: %+v", c, r)
+		}
+		if c.topo == rules.TopoDSR {
+			continue
+		}
+		d := decode(t, out)
+		back := pkt{srcMAC: serverMAC[0], dstMAC: port1MAC, src: d.dst(), dst: d.src(), udp: c.udp, flags: TCPAck}
+		if d.tcp != nil {
+			back.sport, back.dport = uint16(d.tcp.DstPort), uint16(d.tcp.SrcPort)
+		} else {
+			back.sport, back.dport = uint16(d.udp.DstPort), uint16(d.udp.SrcPort)
+		}
+		if r, _ := h.process(back.build(t), 1); r.Action != ActionForward {
+			t.Fatalf("%v reply: %+v", c, r)
+		}
+	}
+	h.burst()
+	s := h.stats()
+	if s.NumRules != len(worldRules()) {
+		t.Fatalf("NumRules %d", s.NumRules)
+	}
+	var fwd uint64
+	for _, rs := range s.Rules {
+		if rs.NumServers != 3 {
+			t.Fatalf("rule %s NumServers %d", rs.Name, rs.NumServers)
+		}
+		want := uint64(0)
+		switch rs.ID {
+		case ruleDSR, ruleDSRUDP, ruleDSR6, ruleDSR6UDP:
+			want = 1
+		case ruleWeb, ruleDNS, ruleNAT, ruleNATUDP, ruleWeb6, ruleDNS6, ruleNAT6, ruleNAT6UDP:
+			want = 2
+		}
+		if rs.PktProcessed != want {
+			t.Fatalf("rule %s processed %d, want %d", rs.Name, rs.PktProcessed, want)
+		}
+		fwd += rs.PktProcessed
+	}
+	if s.Global.Forwarded != fwd {
+		t.Fatalf("forwarded %d, rules processed %d", s.Global.Forwarded, fwd)
 	}
 }

@@ -127,9 +127,14 @@ func startDataplane(s *Settings, snap *atomic.Pointer[rules.Snapshot], logger *l
 			return nil, fmt.Errorf("port %s: %w", ps.Name(), err)
 		}
 		pc := datapath.PortConfig{MAC: mac, Addrs: ps.Addrs}
-		for _, a := range ps.Addrs {
-			if s.Gateway.IsValid() && a.Contains(s.Gateway) {
-				pc.Gateway = s.Gateway
+		for _, gw := range s.Gateways {
+			if !slices.ContainsFunc(ps.Addrs, func(p netip.Prefix) bool { return p.Contains(gw) }) {
+				continue
+			}
+			if gw.Is4() {
+				pc.Gateway = gw
+			} else {
+				pc.Gateway6 = gw
 			}
 		}
 		cfg.Ports = append(cfg.Ports, pc)
@@ -207,17 +212,26 @@ func (dp *dataplane) startExceptionPath(s *Settings, pcs []datapath.PortConfig) 
 		dp.log.Printf("port %s: exception path through %s (DPDK port %d %s) %v",
 			s.Ports[i].Name(), iface, tap, tapVdev(i), s.Ports[i].Addrs)
 	}
-	if gw := s.Gateway; gw.IsValid() {
-		for i, ps := range s.Ports {
-			if !slices.ContainsFunc(ps.Addrs, func(p netip.Prefix) bool { return p.Contains(gw) }) {
-				continue
-			}
-			if iface, ok := s.TapName(i); ok {
-				return addGatewayRoute(gw, iface, dp.log)
-			}
-			dp.log.Printf("exception path: gateway %s is on port %s, which has none; the host's own sockets reach only the ports' subnets", gw, ps.Name())
-			return nil
+	for _, gw := range s.Gateways {
+		if err := dp.gatewayRoute(s, gw); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// gatewayRoute makes gw the kernel's default route of its family through the exception
+// interface of the port whose subnet holds it.
+func (dp *dataplane) gatewayRoute(s *Settings, gw netip.Addr) error {
+	for i, ps := range s.Ports {
+		if !slices.ContainsFunc(ps.Addrs, func(p netip.Prefix) bool { return p.Contains(gw) }) {
+			continue
+		}
+		if iface, ok := s.TapName(i); ok {
+			return addGatewayRoute(gw, iface, dp.log)
+		}
+		dp.log.Printf("exception path: gateway %s is on port %s, which has none; the host's own sockets reach only the ports' subnets", gw, ps.Name())
+		return nil
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -60,7 +61,7 @@ type Settings struct {
 	Store      string
 	EAL        []string
 	Ports      []PortSetting
-	Gateway    netip.Addr
+	Gateways   []netip.Addr // default gateways, at most one IPv4 and one IPv6
 	AdminGroup string
 	// ConnTable is the number of connection entries per data-plane worker.
 	ConnTable int
@@ -109,9 +110,17 @@ func (s *Settings) set(key string, args []string) error {
 	case "eal":
 		s.EAL = append([]string(nil), args...)
 	case "gateway":
-		var v string
-		if v, err = one(); err == nil {
-			s.Gateway, err = netip.ParseAddr(v)
+		// One default gateway per address family, on one line or on several.
+		if len(args) == 0 {
+			return errors.New("gateway needs an address")
+		}
+		for _, v := range args {
+			gw, perr := netip.ParseAddr(v)
+			if perr != nil {
+				return perr
+			}
+			s.Gateways = slices.DeleteFunc(s.Gateways, func(g netip.Addr) bool { return g.Is4() == gw.Is4() })
+			s.Gateways = append(s.Gateways, gw)
 		}
 	case "conn-table":
 		var v string

@@ -64,7 +64,21 @@ func (t tables) NAT(max int) ([]api.NATEntry, error) {
 	return out, nil
 }
 
-// Persist returns the persistence table; the engine keeps none yet, so it is empty.
+// Persist asks the worker for its persistence entries.
 func (t tables) Persist(max int) ([]api.PersistEntry, error) {
-	return nil, nil
+	ch, ok := t.dp.engine.RequestPersistDump(max)
+	if !ok {
+		return nil, compat.StatusInProgress
+	}
+	var entries []datapath.PersistEntry
+	select {
+	case entries = <-ch:
+	case <-time.After(dumpTimeout):
+		return nil, compat.StatusInternal
+	}
+	out := make([]api.PersistEntry, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, api.PersistEntry{Rule: e.Rule, Client: e.Client, Server: e.Server})
+	}
+	return out, nil
 }

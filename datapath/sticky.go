@@ -1,0 +1,253 @@
+package datapath
+
+import (
+	"math/bits"
+	"net/netip"
+	"sync/atomic"
+)
+
+// Persistence (spec §6.7): a per-engine sticky table mapping (rule, client address masked by
+// the rule's pmask) to a server and, for full NAT, the proxy-src address. Like the connection
+// table it is fixed-size, pointer-free and preallocated, with an open-addressing index beside
+// the entries so connections can refer to an entry by number while the index reshuffles.
+//
+// An entry is held by the connections created through it and lives on persist-timeout after the
+// last one ends; for DSR, which has no connections, persist-timeout after its last packet.
+
+// stickyEntry is one persistence mapping (48 bytes).
+type stickyEntry struct {
+	key       addr   // client address masked by pmask
+	ruleID    uint64 // SnapRule.ID: rule instances never share entries
+	last      int64  // last use: creation, a hit, the end of a holding connection
+	timeoutMs uint32 // persist-timeout
+	refs      int32  // connections holding the entry
+	server    int32  // server slot
+	proxy     int8   // full NAT: index of the proxy-src address in the rule; -1 not chosen yet
+	inUse     bool
+}
+
+// expired reports whether no connection holds e and it has been unused for its timeout.
+func (s *stickyEntry) expired(now int64) bool {
+	return s.refs <= 0 && now-s.last > int64(s.timeoutMs)*1e6
+}
+
+// stickyTable holds the entries, their index and their free list.
+type stickyTable struct {
+	entries []stickyEntry
+	hashes  []uint32  // index hash of each entry, so removal needs no rehash
+	index   hashIndex // 2 slots per entry: load factor ≤ 0.5
+	free    []uint32
+	nfree   int
+	seed    uint64
+	sweep   uint32
+}
+
+func newStickyTable(capacity int, seed uint64) stickyTable {
+	n := ceilPow2(max(capacity, 1))
+	t := stickyTable{
+		entries: make([]stickyEntry, n),
+		hashes:  make([]uint32, n),
+		index:   newHashIndex(2 * n),
+		free:    make([]uint32, n),
+		nfree:   n,
+		seed:    seed,
+	}
+	for i := range t.free {
+		t.free[i] = uint32(n - 1 - i)
+	}
+	return t
+}
+
+// count returns the number of live entries.
+func (t *stickyTable) count() int { return len(t.entries) - t.nfree }
+
+// hash mixes a key with the table's seed (wyhash folding, as the connection table does).
+func (t *stickyTable) hash(rule uint64, k addr) uint32 {
+	hi, lo := bits.Mul64(k.lo^t.seed, k.hi^rule*0x9e3779b97f4a7c15^0xa0761d6478bd642f)
+	h := hi ^ lo
+	return uint32(h ^ h>>32)
+}
+
+// lookup returns the entry of (rule, k) or -1.
+func (t *stickyTable) lookup(rule uint64, k addr, h uint32) int32 {
+	x := &t.index
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		s := x.slots[i]
+		if s.ref == 0 {
+			return -1
+		}
+		if s.hash == h {
+			if e := &t.entries[s.ref-1]; e.key == k && e.ruleID == rule {
+				return int32(s.ref - 1)
+			}
+		}
+	}
+}
+
+// insert adds an entry for (rule, k) hashing to h and returns its number, or -1 when full.
+func (t *stickyTable) insert(rule uint64, k addr, h uint32, server int32, timeoutMs uint32, now int64) int32 {
+	if t.nfree == 0 {
+		return -1
+	}
+	t.nfree--
+	i := t.free[t.nfree]
+	t.entries[i] = stickyEntry{key: k, ruleID: rule, last: now, timeoutMs: timeoutMs, server: server, proxy: -1, inUse: true}
+	t.hashes[i] = h
+	t.index.place(h, i+1)
+	return int32(i)
+}
+
+// remove frees entry i.
+func (t *stickyTable) remove(i int32) {
+	t.index.unplace(t.hashes[i], uint32(i)+1)
+	t.entries[i].inUse = false
+	t.free[t.nfree] = uint32(i)
+	t.nfree++
+}
+
+// release drops a connection's hold on entry i; its persist-timeout runs from now.
+func (t *stickyTable) release(i int32, now int64) {
+	s := &t.entries[i]
+	s.refs--
+	s.last = now
+}
+
+// chooseServer outcomes.
+const (
+	chooseOK       = iota // the algorithm chose: round robin moves on once the server is used
+	chooseHit             // a persistence entry chose: the algorithm did not run
+	chooseNoServer        // no usable server: pkt_dropped
+	chooseNoMemory        // persistence table full: nomem_pkt_dropped
+)
+
+// chooseServer returns the server index for a new flow (or a DSR packet) of rule rs. For a
+// sticky rule it also returns the persistence entry, which the caller makes the new connection
+// hold, and the entry's fixed proxy-src index (-1: not chosen yet). An entry whose server is no
+// longer usable is pointed at the algorithm's new choice (spec §6.7).
+func (e *Engine) chooseServer(rs *ruleState, p *Parsed) (si int, st int32, proxy int, status int) {
+	if !rs.sticky {
+		if si = pickServer(rs, p); si < 0 {
+			return -1, -1, -1, chooseNoServer
+		}
+		return si, -1, -1, chooseOK
+	}
+	t := &e.sticky
+	key := p.src.and(rs.pmask)
+	h := t.hash(rs.id, key)
+	if st = t.lookup(rs.id, key, h); st >= 0 {
+		s := &t.entries[st]
+		if s.expired(e.now) {
+			t.remove(st)
+		} else {
+			if run := &e.srv[s.server]; run.active && int(run.idx) < len(rs.servers) {
+				s.last = e.now
+				return int(run.idx), st, int(s.proxy), chooseHit
+			}
+			if si = pickServer(rs, p); si < 0 {
+				return -1, -1, -1, chooseNoServer
+			}
+			s.server, s.proxy, s.last = rs.servers[si].slot, -1, e.now
+			return si, st, -1, chooseOK
+		}
+	}
+	if si = pickServer(rs, p); si < 0 {
+		return -1, -1, -1, chooseNoServer
+	}
+	if st = t.insert(rs.id, key, h, rs.servers[si].slot, rs.stickyMs, e.now); st < 0 {
+		return -1, -1, -1, chooseNoMemory
+	}
+	return si, st, -1, chooseOK
+}
+
+// The sticky sweep visits the whole table every stickySweepPeriod.
+const (
+	stickySweepPeriod = int64(10e9)
+	stickySweepLimit  = 1024
+)
+
+// sweepSticky removes expired entries among those that came due for a visit.
+func (e *Engine) sweepSticky() {
+	t := &e.sticky
+	k := e.stickyPacer.due(e.now, len(t.entries), stickySweepPeriod, stickySweepLimit)
+	if t.nfree == len(t.entries) {
+		return
+	}
+	m := uint32(len(t.entries) - 1)
+	for ; k > 0; k-- {
+		i := t.sweep
+		t.sweep = (t.sweep + 1) & m
+		if s := &t.entries[i]; s.inUse && s.expired(e.now) {
+			t.remove(int32(i))
+		}
+	}
+}
+
+// PersistEntry is one persistence mapping, with what show-persist prints (spec §2.9).
+type PersistEntry struct {
+	RuleID   uint64
+	Rule     string     // rule name
+	Client   netip.Addr // client source address masked by the rule's pmask
+	Server   netip.Addr // server the client's new connections go to
+	ProxySrc netip.Addr // full NAT: the proxy-src address the mapping fixes; invalid if none yet
+	Conns    int        // connections holding the mapping
+	LastUsed int64      // worker clock, ns
+}
+
+type persistDumpRequest struct {
+	max int
+	ch  chan []PersistEntry
+}
+
+type persistDump struct {
+	req atomic.Pointer[persistDumpRequest]
+}
+
+// RequestPersistDump asks the worker for up to max persistence entries (max ≤ 0: all). The
+// worker answers on the returned channel at its next EndBurst. ok is false while another dump
+// is still pending, as Solaris allows one lister at a time. Safe from any goroutine.
+func (e *Engine) RequestPersistDump(max int) (entries <-chan []PersistEntry, ok bool) {
+	r := &persistDumpRequest{max: max, ch: make(chan []PersistEntry, 1)}
+	if !e.pdump.req.CompareAndSwap(nil, r) {
+		return nil, false
+	}
+	return r.ch, true
+}
+
+// servePersistDump answers a pending persistence dump. Control work on the worker.
+func (e *Engine) servePersistDump() {
+	r := e.pdump.req.Load()
+	if r == nil {
+		return
+	}
+	t := &e.sticky
+	var out []PersistEntry
+	for i := range t.entries {
+		if r.max > 0 && len(out) == r.max {
+			break
+		}
+		s := &t.entries[i]
+		if !s.inUse || s.expired(e.now) {
+			continue
+		}
+		slot, ok := e.slotByID[s.ruleID]
+		if !ok {
+			continue
+		}
+		pe := PersistEntry{RuleID: s.ruleID, Rule: e.slots[slot].name, Client: s.key.netip(), Conns: int(s.refs), LastUsed: s.last}
+		for _, sv := range e.slots[slot].servers {
+			if sv.slot == s.server {
+				pe.Server = sv.addr
+			}
+		}
+		if s.proxy >= 0 {
+			for k := range e.rules {
+				if rs := &e.rules[k]; rs.id == s.ruleID && int(s.proxy) < len(rs.proxies) {
+					pe.ProxySrc = rs.proxies[s.proxy].addr.netip()
+				}
+			}
+		}
+		out = append(out, pe)
+	}
+	r.ch <- out
+	e.pdump.req.Store(nil)
+}
