@@ -63,7 +63,7 @@ func TestNoAllocationsEveryPath(t *testing.T) {
 	)
 	// An on-link IPv6 client nobody resolved: each reply is a neighbour miss that queues a
 	// solicitation now and then.
-	onLink := pkt{srcMAC: otherHostMAC, dstMAC: port0MAC, src: netip.MustParseAddr("2001:db8:2::77"), dst: vip6, sport: 5, dport: 80, flags: TCPSyn}
+	onLink := pkt{srcMAC: unlearnableMAC, dstMAC: port0MAC, src: netip.MustParseAddr("2001:db8:2::77"), dst: vip6, sport: 5, dport: 80, flags: TCPSyn}
 	r, out := h.process(onLink.build(t), 0)
 	if r.Action != ActionForward {
 		t.Fatalf("on-link SYN: %+v", r)

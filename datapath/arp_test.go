@@ -12,6 +12,10 @@ import (
 
 var otherHostMAC = [6]byte{0x02, 0, 0, 0, 9, 9}
 
+// unlearnableMAC is a source MAC the engine never learns from (the group bit is set), so a
+// client sending from it stays unresolved and its replies exercise the neighbour-miss path.
+var unlearnableMAC = [6]byte{0x03, 0, 0, 0, 9, 9}
+
 // arpRequest builds a broadcast who-has target from a host (senderMAC, sender).
 func arpRequest(t *testing.T, senderMAC [6]byte, sender, target netip.Addr) []byte {
 	return arpFrame(t, layers.ARPRequest, senderMAC, [6]byte{}, sender, broadcastMAC, target)
@@ -234,13 +238,37 @@ func TestNeighbourRefreshAndExpiry(t *testing.T) {
 	}
 }
 
-func TestUnknownNextHopDropsAndResolves(t *testing.T) {
+func TestNewClientMACIsGleaned(t *testing.T) {
 	h := newHarness(t, 64, defaultRules())
 	h.learnNeighbours()
-	// A client on port 0's own subnet: its MAC is unknown and nobody asked for it yet.
+	// A client on port 0's own subnet that never ARPed: its MAC is taken from the SYN, so the
+	// server's SYN-ACK goes straight back without waiting for ARP.
 	local := netip.MustParseAddr("192.0.2.50")
 	localMAC := [6]byte{0x02, 0, 0, 0, 5, 0}
 	syn := pkt{srcMAC: localMAC, dstMAC: port0MAC, src: local, dst: vip, sport: 4000, dport: 80, flags: TCPSyn}
+	r, out := h.process(syn.build(t), 0)
+	expectForward(t, r, out, 1, serverMAC[0], local, serverAddr[0], 4000, 8080, 63)
+	synack := pkt{srcMAC: serverMAC[0], dstMAC: port1MAC, src: serverAddr[0], dst: local, sport: 8080, dport: 4000, flags: TCPSyn | TCPAck}
+	r, out = h.process(synack.build(t), 1)
+	expectForward(t, r, out, 0, localMAC, vip, local, 80, 4000, 63)
+	if n := len(h.control()); n != 0 {
+		t.Fatalf("%d ARP requests for a gleaned client", n)
+	}
+	// A confirmed neighbour is never overwritten from an IP packet: a forged source keeps its MAC.
+	forged := pkt{srcMAC: otherHostMAC, dstMAC: port0MAC, src: local, dst: vip, sport: 4001, dport: 80, flags: TCPSyn}
+	h.process(forged.build(t), 0)
+	r, out = h.process(pkt{srcMAC: serverMAC[1], dstMAC: port1MAC, src: serverAddr[1], dst: local, sport: 8080, dport: 4001, flags: TCPSyn | TCPAck}.build(t), 1)
+	expectForward(t, r, out, 0, localMAC, vip, local, 80, 4001, 63)
+}
+
+func TestUnknownNextHopDropsAndResolves(t *testing.T) {
+	h := newHarness(t, 64, defaultRules())
+	h.learnNeighbours()
+	// A client on port 0's own subnet whose MAC cannot be learned from its frames and that
+	// nobody asked for yet.
+	local := netip.MustParseAddr("192.0.2.50")
+	localMAC := [6]byte{0x02, 0, 0, 0, 5, 0}
+	syn := pkt{srcMAC: unlearnableMAC, dstMAC: port0MAC, src: local, dst: vip, sport: 4000, dport: 80, flags: TCPSyn}
 	r, out := h.process(syn.build(t), 0)
 	expectForward(t, r, out, 1, serverMAC[0], local, serverAddr[0], 4000, 8080, 63)
 

@@ -315,6 +315,9 @@ func (e *Engine) handleIP(frame []byte, p *Parsed, in uint16) Result {
 		e.removeConn(ci) // lazy expiry; the packet is handled as if the entry never existed
 	}
 	if ri := e.lookupRule(p.dst, p.Proto, p.DstPort); ri >= 0 {
+		if e.rules[ri].topo != rules.TopoDSR {
+			e.glean(p.src, in, Ethernet(frame).Src())
+		}
 		return e.newFlow(frame, p, ri, h)
 	}
 	// Cisco IOS SLB and ILB alike let traffic no rule covers go on: to a VIP port without a

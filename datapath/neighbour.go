@@ -129,6 +129,22 @@ func (e *Engine) learn(ip addr, p uint16, mac [6]byte, create bool) {
 	n.flags &^= neighUsed
 }
 
+// glean records the MAC of a client on a connected subnet from the frame that opens its
+// connection, unless the cache already holds a confirmed MAC for that address. A client that
+// already knows ilbd's MAC never ARPs for it, so without this the server's first reply would
+// be dropped while ilbd asks for the client's MAC, costing the client a retransmission
+// (a second for a TCP SYN). A confirmed entry is never overwritten from an IP packet, so a
+// forged source address cannot redirect a known neighbour; ARP refreshes gleaned entries.
+func (e *Engine) glean(ip addr, p uint16, mac [6]byte) {
+	if !isUnicastMAC(mac) || !e.isConnected(p, ip) {
+		return
+	}
+	if i := e.neigh.find(ip, p); i >= 0 && e.neigh.slots[i].state == neighReachable {
+		return
+	}
+	e.learn(ip, p, mac, true)
+}
+
 // resolve returns the neighbour slot of next hop nh on port p and, if known and fresh, its MAC.
 // On a miss it schedules an ARP request and counts the miss; the caller drops the packet.
 func (e *Engine) resolve(nh addr, p uint16) (int, [6]byte, bool) {

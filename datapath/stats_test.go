@@ -119,7 +119,7 @@ func TestNoAllocationsOnThePacketPath(t *testing.T) {
 	sport := uint16(2000)
 	// A flow from an on-link client whose MAC nobody answers: each reply is a neighbour miss
 	// that queues an ARP request once a second.
-	onLink := pkt{srcMAC: otherHostMAC, dstMAC: port0MAC, src: netip.MustParseAddr("192.0.2.77"), dst: vip, sport: 5, dport: 80, flags: TCPSyn}
+	onLink := pkt{srcMAC: unlearnableMAC, dstMAC: port0MAC, src: netip.MustParseAddr("192.0.2.77"), dst: vip, sport: 5, dport: 80, flags: TCPSyn}
 	r, out := h.process(onLink.build(t), 0)
 	if r.Action != ActionForward {
 		t.Fatalf("on-link SYN: %+v", r)
