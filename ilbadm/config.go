@@ -26,14 +26,9 @@ func exportConfig(e *env, args []string) error {
 		return e.failf("export from import file not allowed")
 	}
 	if len(args) < 2 {
-		c, err := e.dial()
+		cfg, err := e.config()
 		if err != nil {
 			return err
-		}
-		defer c.Close()
-		cfg, err := c.Config()
-		if err != nil {
-			return e.fail(err)
 		}
 		if _, err := io.WriteString(e.stdout, exportText(cfg)); err != nil {
 			return e.fail(compat.StatusWrite)
@@ -54,14 +49,9 @@ func exportConfig(e *env, args []string) error {
 			os.Remove(tmp.Name())
 		}
 	}()
-	c, err := e.dial()
+	cfg, err := e.config()
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	cfg, err := c.Config()
-	if err != nil {
-		return e.fail(err)
 	}
 	// The data is synced before the rename so that a crash leaves the old file or the
 	// whole new one.

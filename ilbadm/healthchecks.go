@@ -54,33 +54,15 @@ func showHealthCheck(e *env, args []string) error {
 	if cerr != nil {
 		return e.fail(cerr)
 	}
-	c, err := e.dial()
+	cfg, err := e.config()
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	cfg, err := c.Config()
-	if err != nil {
-		return e.fail(err)
-	}
-	row := func(hc *rules.HealthCheck) {
+	row := func(hc *rules.HealthCheck) error {
 		out.Row(func(f string) (string, bool) { return compat.HCValue(hc, f) })
-	}
-	names := args[1:]
-	if len(names) == 0 {
-		for i := range cfg.HealthChecks {
-			row(&cfg.HealthChecks[i])
-		}
 		return nil
 	}
-	for _, n := range names {
-		hc := cfg.HealthCheck(n)
-		if hc == nil {
-			return e.fail(compat.StatusENOENT)
-		}
-		row(hc)
-	}
-	return nil
+	return eachNamed(e, cfg.HealthChecks, args[1:], cfg.HealthCheck, compat.StatusENOENT, row)
 }
 
 // showHCResult: ilbadm show-hc-result [rule-name ...] — no options: every argument is a

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ilbgo/ilb/api"
 	"github.com/ilbgo/ilb/compat"
+	"github.com/ilbgo/ilb/rules"
 )
 
 // usageText is Solaris' usage message, verbatim (trailing blanks and the unbalanced ']'
@@ -65,6 +66,44 @@ func (e *env) dial() (*api.Client, error) {
 		return nil, e.fail(err)
 	}
 	return c, nil
+}
+
+// config fetches ilbd's whole configuration for a show command (one connection).
+func (e *env) config() (*rules.Config, error) {
+	c, err := e.dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	cfg, err := c.Config()
+	if err != nil {
+		return nil, e.fail(err)
+	}
+	return cfg, nil
+}
+
+// eachNamed runs fn on every item of all when names is empty, else on each named item in
+// the order given; an unknown name stops there with notFound, after the earlier items were
+// printed, as Solaris' walks do.
+func eachNamed[T any](e *env, all []T, names []string, find func(string) *T, notFound error, fn func(*T) error) error {
+	if len(names) == 0 {
+		for i := range all {
+			if err := fn(&all[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, n := range names {
+		item := find(n)
+		if item == nil {
+			return e.fail(notFound)
+		}
+		if err := fn(item); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *env) usage() {

@@ -118,14 +118,9 @@ func showRule(e *env, args []string) error {
 	case parsable && strings.EqualFold(fields, "all"):
 		return e.failf("option -p requires explicit field names for -o")
 	}
-	c, err := e.dial()
+	cfg, err := e.config()
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	cfg, err := c.Config()
-	if err != nil {
-		return e.fail(err)
 	}
 
 	var flags compat.OfmtFlags
@@ -156,26 +151,8 @@ func showRule(e *env, args []string) error {
 		out.Row(func(f string) (string, bool) { return compat.RuleValue(r, ids, f) })
 		return nil
 	}
-	names := g.Operands()
-	if len(names) == 0 {
-		for i := range cfg.Rules {
-			if err := emit(&cfg.Rules[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	// Named rules print in the order given; an unknown name stops the listing there.
-	for _, n := range names {
-		r := cfg.Rule(n)
-		if r == nil {
-			return e.fail(compat.StatusENOENT)
-		}
-		if err := emit(r); err != nil {
-			return err
-		}
-	}
-	return nil
+	return eachNamed(e, cfg.Rules, g.Operands(), cfg.Rule, compat.StatusENOENT, emit)
 }
 
 // serverIDs lists a group's server IDs in order (none for a missing group).

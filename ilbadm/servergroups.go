@@ -259,14 +259,9 @@ func showServerGroup(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := e.dial()
+	cfg, err := e.config()
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	cfg, err := c.Config()
-	if err != nil {
-		return e.fail(err)
 	}
 	var out *compat.Ofmt
 	row := func(g *rules.ServerGroup, s *rules.Server) error {
@@ -294,24 +289,7 @@ func showServerGroup(e *env, args []string) error {
 		}
 		return nil
 	}
-	if len(names) == 0 {
-		for i := range cfg.Groups {
-			if err := group(&cfg.Groups[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for _, n := range names {
-		g := cfg.Group(n)
-		if g == nil {
-			return e.fail(compat.StatusSGUnavail)
-		}
-		if err := group(g); err != nil {
-			return err
-		}
-	}
-	return nil
+	return eachNamed(e, cfg.Groups, names, cfg.Group, compat.StatusSGUnavail, group)
 }
 
 // showServer: ilbadm show-server [[-p] -o field[,field...]] [rulename ...]
@@ -320,14 +298,9 @@ func showServer(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := e.dial()
+	cfg, err := e.config()
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	cfg, err := c.Config()
-	if err != nil {
-		return e.fail(err)
 	}
 	var out *compat.Ofmt
 	rule := func(r *rules.Rule) error {
@@ -351,22 +324,5 @@ func showServer(e *env, args []string) error {
 		}
 		return nil
 	}
-	if len(names) == 0 {
-		for i := range cfg.Rules {
-			if err := rule(&cfg.Rules[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for _, n := range names {
-		r := cfg.Rule(n)
-		if r == nil {
-			return e.fail(compat.StatusENORule)
-		}
-		if err := rule(r); err != nil {
-			return err
-		}
-	}
-	return nil
+	return eachNamed(e, cfg.Rules, names, cfg.Rule, compat.StatusENORule, rule)
 }
