@@ -50,7 +50,8 @@ hugepages:
 	@grep -E 'HugePages_(Total|Free)' /proc/meminfo
 
 bench: build hugepages
-	$(GO) test -run '^$$' -bench . -benchmem ./datapath/ ./dpdk/
+	$(GO) test -run '^$$' -bench . -benchmem ./datapath/
+	ILB_DPDK_HUGE=1 $(GO) test -run '^$$' -bench . -benchmem ./dpdk/ ./ilbd/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzProcess -fuzztime 60s ./datapath/

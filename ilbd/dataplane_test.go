@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"log"
 	"net/netip"
 	"os"
@@ -20,7 +21,16 @@ import (
 // The worker loop runs here over ring ports (rte_eth_from_rings): the test injects
 // frames that the "NIC" and the "TAP" receive and collects what the loop transmits on
 // each, with no kernel involved.
-func TestMain(m *testing.M) { os.Exit(dpdktest.Run(m)) }
+func TestMain(m *testing.M) {
+	// The worker benchmark replays a capture through a net_pcap port, which EAL must be
+	// given at initialisation.
+	vdev, err := benchVdev()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ilbd tests:", err)
+		os.Exit(1)
+	}
+	os.Exit(dpdktest.Run(m, vdev))
+}
 
 var (
 	portMAC = [6]byte{0x02, 0x00, 0x00, 0x00, 0x00, 0x01} // ilbd's port
