@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,19 +15,7 @@ func (f fakeChecker) HealthResults() []api.HCResult { return f }
 
 func healthDaemon(t *testing.T, hc api.HealthChecker) string {
 	t.Helper()
-	dir := t.TempDir()
-	mgr, err := rules.NewManager(&rules.Store{Path: filepath.Join(dir, "config.json")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "ilb.sock")
-	l, err := api.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := &api.Service{Mgr: mgr, Health: hc}
-	go api.Serve(l, svc.Handle)
-	t.Cleanup(func() { l.Close() })
+	sock := newDaemon(t, true, func(s *api.Service) { s.Health = hc }).sock
 	runSteps(t, sock, []step{
 		{line: "create-servergroup -s server=192.0.2.11,192.0.2.12,192.0.2.13 sg1"},
 		{line: "create-healthcheck -h hc-test=tcp,hc-timeout=2,hc-count=3,hc-interval=10 hc1"},

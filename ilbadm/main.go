@@ -82,6 +82,30 @@ func (e *env) config() (*rules.Config, error) {
 	return cfg, nil
 }
 
+// lazyTable is an ofmt table opened at its first row, as Solaris' show commands do: the
+// first row printed chooses the template (its address family sets the column widths), and
+// a bad -o list is only reported when there is a row to print.
+type lazyTable struct {
+	e        *env
+	fields   string // the -o list; "" for the defaults
+	defaults string
+	flags    compat.OfmtFlags
+	out      *compat.Ofmt
+}
+
+// row prints one row, opening the table with template tmpl if this is the first.
+func (t *lazyTable) row(tmpl []compat.Field, value func(field string) (string, bool)) error {
+	if t.out == nil {
+		out, cerr := compat.NewOfmt(t.e.stdout, tmpl, t.fields, t.defaults, t.flags, t.e.termRows())
+		if cerr != nil {
+			return t.e.fail(cerr)
+		}
+		t.out = out
+	}
+	t.out.Row(value)
+	return nil
+}
+
 // eachNamed runs fn on every item of all when names is empty, else on each named item in
 // the order given; an unknown name stops there with notFound, after the earlier items were
 // printed, as Solaris' walks do.

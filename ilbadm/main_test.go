@@ -25,8 +25,9 @@ type testDaemon struct {
 }
 
 // newDaemon starts an in-process daemon; withStore=false keeps the configuration in
-// memory only (no fsync per change), for the fuzz target.
-func newDaemon(t testing.TB, withStore bool) *testDaemon {
+// memory only (no fsync per change), for the fuzz target. with sets the service's data-plane
+// sources (Tables, Health) for the tests of the show commands that read them.
+func newDaemon(t testing.TB, withStore bool, with ...func(*api.Service)) *testDaemon {
 	t.Helper()
 	dir := t.TempDir()
 	d := &testDaemon{sock: filepath.Join(dir, "ilb.sock")}
@@ -45,6 +46,9 @@ func newDaemon(t testing.TB, withStore bool) *testDaemon {
 		t.Fatal(err)
 	}
 	svc := &api.Service{Mgr: mgr}
+	for _, f := range with {
+		f(svc)
+	}
 	go api.Serve(l, svc.Handle)
 	t.Cleanup(func() { l.Close() })
 	return d

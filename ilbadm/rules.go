@@ -130,26 +130,13 @@ func showRule(e *env, args []string) error {
 	case parsable:
 		flags = compat.OfmtParsable
 	}
-	var out *compat.Ofmt
+	table := &lazyTable{e: e, fields: fields, defaults: compat.RuleDefaultFields, flags: flags}
 	emit := func(r *rules.Rule) error {
 		if (onlyEnabled && !r.Enabled) || (onlyDisabled && r.Enabled) {
 			return nil
 		}
-		if out == nil {
-			// Opened at the first row, as Solaris does: the address family of the first
-			// rule printed chooses the column widths.
-			tmpl := compat.RuleFieldsV4
-			if r.VIP.Is6() {
-				tmpl = compat.RuleFieldsV6
-			}
-			var cerr *compat.CLIError
-			if out, cerr = compat.NewOfmt(e.stdout, tmpl, fields, compat.RuleDefaultFields, flags, e.termRows()); cerr != nil {
-				return e.fail(cerr)
-			}
-		}
 		ids := serverIDs(cfg.Group(r.ServerGroup))
-		out.Row(func(f string) (string, bool) { return compat.RuleValue(r, ids, f) })
-		return nil
+		return table.row(compat.RuleFields(r.VIP), func(f string) (string, bool) { return compat.RuleValue(r, ids, f) })
 	}
 	// Named rules print in the order given; an unknown name stops the listing there.
 	return eachNamed(e, cfg.Rules, g.Operands(), cfg.Rule, compat.StatusENOENT, emit)

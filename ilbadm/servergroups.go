@@ -263,20 +263,9 @@ func showServerGroup(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var out *compat.Ofmt
+	table := &lazyTable{e: e, fields: fields, defaults: compat.SGDefaultFields, flags: flags}
 	row := func(g *rules.ServerGroup, s *rules.Server) error {
-		if out == nil {
-			tmpl := compat.SGFieldsV4
-			if s != nil && s.Addr.Is6() {
-				tmpl = compat.SGFieldsV6
-			}
-			var cerr *compat.CLIError
-			if out, cerr = compat.NewOfmt(e.stdout, tmpl, fields, compat.SGDefaultFields, flags, e.termRows()); cerr != nil {
-				return e.fail(cerr)
-			}
-		}
-		out.Row(func(f string) (string, bool) { return compat.SGValue(g.Name, s, f) })
-		return nil
+		return table.row(compat.SGFields(s), func(f string) (string, bool) { return compat.SGValue(g.Name, s, f) })
 	}
 	group := func(g *rules.ServerGroup) error {
 		if len(g.Servers) == 0 {
@@ -302,7 +291,7 @@ func showServer(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var out *compat.Ofmt
+	table := &lazyTable{e: e, fields: fields, defaults: compat.ServerDefaultFields, flags: flags}
 	rule := func(r *rules.Rule) error {
 		g := cfg.Group(r.ServerGroup)
 		if g == nil {
@@ -310,17 +299,11 @@ func showServer(e *env, args []string) error {
 		}
 		for i := range g.Servers {
 			s := &g.Servers[i]
-			if out == nil {
-				tmpl := compat.ServerFieldsV4
-				if s.Addr.Is6() {
-					tmpl = compat.ServerFieldsV6
-				}
-				var cerr *compat.CLIError
-				if out, cerr = compat.NewOfmt(e.stdout, tmpl, fields, compat.ServerDefaultFields, flags, e.termRows()); cerr != nil {
-					return e.fail(cerr)
-				}
+			if err := table.row(compat.ServerFields(r.VIP), func(f string) (string, bool) {
+				return compat.ServerValue(r.Name, g.Name, s, f)
+			}); err != nil {
+				return err
 			}
-			out.Row(func(f string) (string, bool) { return compat.ServerValue(r.Name, g.Name, s, f) })
 		}
 		return nil
 	}

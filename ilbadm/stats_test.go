@@ -2,14 +2,12 @@ package main
 
 import (
 	"net/netip"
-	"path/filepath"
 	"regexp"
 	"sync/atomic"
 	"testing"
 
 	"github.com/ilbgo/ilb/api"
 	"github.com/ilbgo/ilb/compat"
-	"github.com/ilbgo/ilb/rules"
 )
 
 // fakeTables is a data plane whose counters grow by a known amount per sample.
@@ -53,20 +51,7 @@ func (f *fakeTables) Persist(max int) ([]api.PersistEntry, error) {
 
 func tablesDaemon(t *testing.T, tb api.Tables) string {
 	t.Helper()
-	dir := t.TempDir()
-	mgr, err := rules.NewManager(&rules.Store{Path: filepath.Join(dir, "config.json")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "ilb.sock")
-	l, err := api.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := &api.Service{Mgr: mgr, Tables: tb}
-	go api.Serve(l, svc.Handle)
-	t.Cleanup(func() { l.Close() })
-	return sock
+	return newDaemon(t, true, func(s *api.Service) { s.Tables = tb }).sock
 }
 
 func TestShowStatisticsSampling(t *testing.T) {
