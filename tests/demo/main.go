@@ -4,7 +4,7 @@
 // ports, three kernel servers; documentation addresses only), starts bin/ilbd, configures
 // it with bin/ilbadm exactly as an administrator would (printing each command), sends
 // TCP connections and UDP requests to the VIP, prints what each server answered, prints
-// `ilbadm show-rule` and `ilbadm show-servergroup`, and removes everything again (also on
+// `ilbadm show-rule`, `show-servergroup`, `show-statistics` and `show-nat`, and removes everything again (also on
 // Ctrl-C). It exits non-zero if any request went unanswered.
 //
 // Run as root from the repository root, after `make build`:
@@ -121,7 +121,11 @@ func run(n int, verbose bool) int {
 		}
 	}
 
-	for _, args := range [][]string{{"show-rule"}, {"show-servergroup"}} {
+	// What the administrator sees afterwards: the rules, the servers, ilbd's counters (kept
+	// by the DPDK worker) and a few entries of its NAT table (connections still within
+	// their nat-timeout).
+	for _, args := range [][]string{{"show-rule"}, {"show-servergroup"}, {"show-statistics", "-A", "-r", "webtcp", "-i"},
+		{"show-statistics", "-A", "-o", "PKT_P,BYTES_P,PKT_D,BYTES_D"}, {"show-nat", "3"}} {
 		out, errOut, code := l.Ilbadm(args...)
 		fmt.Print(out)
 		fmt.Fprint(os.Stderr, errOut)
