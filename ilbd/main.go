@@ -57,14 +57,19 @@ func run(args []string) int {
 	fs.StringVar(&store, "store", "", "durable configuration file (default "+DefaultStore+")")
 	fs.StringVar(&eal, "eal", "", "DPDK EAL arguments, space separated")
 	fs.Var(&ports, "port", `data-plane port "DEVICE ADDR/PREFIX..." (repeatable)`)
-	fs.StringVar(&gateway, "gateway", "", "default gateway of the data plane")
+	fs.StringVar(&gateway, "gateway", "", "default gateways of the data plane: one IPv4 and/or one IPv6 address, space separated")
 	fs.StringVar(&exception, "exception", "", "exception path to the host's kernel through a TAP per port: on or off")
 	fs.StringVar(&adminGroup, "admin-group", "", "group whose members may change the configuration")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "Usage: %s [-d|--debug] [-f settings] [-socket path] [-store path]\n", os.Args[0])
-		fs.SetOutput(os.Stderr)
+		// Asked for help: usage on stdout, success; a bad option: usage on stderr, failure.
+		out, status := os.Stderr, 1
+		if errors.Is(err, flag.ErrHelp) {
+			out, status = os.Stdout, 0
+		}
+		fmt.Fprintf(out, "Usage: %s [-d|--debug] [-f settings] [-socket path] [-store path]\n", os.Args[0])
+		fs.SetOutput(out)
 		fs.PrintDefaults()
-		return 1
+		return status
 	}
 	if showVersion {
 		fmt.Println(version)
@@ -102,7 +107,7 @@ func run(args []string) int {
 			s.EAL = strings.Fields(eal)
 		}
 		if gateway != "" {
-			if err := s.set("gateway", []string{gateway}); err != nil {
+			if err := s.set("gateway", strings.Fields(gateway)); err != nil {
 				return err
 			}
 		}
