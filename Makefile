@@ -3,7 +3,7 @@
 
 GO      ?= $(shell command -v go || echo /usr/local/go/bin/go)
 BIN     := bin
-APT_PKGS := dpdk dpdk-dev libdpdk-dev pkg-config iproute2 ethtool
+APT_PKGS := dpdk dpdk-dev libdpdk-dev pkg-config iproute2 ethtool openssh-client curl iputils-ping
 HUGEPAGES ?= 1024
 
 .PHONY: all deps build test unit e2e demo bench fuzz hugepages vet clean
