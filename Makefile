@@ -53,9 +53,14 @@ bench: build hugepages
 	$(GO) test -run '^$$' -bench . -benchmem ./datapath/
 	ILB_DPDK_HUGE=1 $(GO) test -run '^$$' -bench . -benchmem ./dpdk/ ./ilbd/
 
+# fuzz runs each fuzz target for a while (FUZZTIME each); crashers land in testdata/fuzz.
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzProcess -fuzztime 60s ./datapath/
-	$(GO) test -run '^$$' -fuzz FuzzCreateRule -fuzztime 30s ./compat/
+	$(GO) test -run '^$$' -fuzz '^FuzzProcess$$' -fuzztime $(FUZZTIME) ./datapath/
+	$(GO) test -run '^$$' -fuzz '^FuzzCreateRule$$' -fuzztime $(FUZZTIME) ./compat/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseServers$$' -fuzztime $(FUZZTIME) ./compat/
+	$(GO) test -run '^$$' -fuzz '^FuzzOfmt$$' -fuzztime $(FUZZTIME) ./compat/
+	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME) ./ilbadm/
 
 clean:
 	rm -rf $(BIN)
