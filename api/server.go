@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -59,22 +60,31 @@ func Serve(l *net.UnixListener, h Handler) error {
 	}
 }
 
+// Limits of one client connection.
+const (
+	maxRequest  = 1 << 20 // bytes in one request (a rule, a server, a name: far less)
+	idleTimeout = 10 * time.Minute
+)
+
 func serveConn(conn *net.UnixConn, h Handler) {
 	defer conn.Close()
 	peer, err := peerOf(conn)
 	if err != nil {
 		return
 	}
-	r := bufio.NewReaderSize(conn, 64<<10)
+	// Anyone may connect, so a connection is bounded: one request line of at most
+	// maxRequest bytes, and idleTimeout between requests.
+	sc := bufio.NewScanner(conn)
+	sc.Buffer(make([]byte, 64<<10), maxRequest)
 	enc := json.NewEncoder(conn)
 	for {
-		line, err := r.ReadBytes('\n')
-		if err != nil {
+		conn.SetReadDeadline(time.Now().Add(idleTimeout))
+		if !sc.Scan() {
 			return
 		}
 		var req Request
 		var resp *Response
-		if err := json.Unmarshal(line, &req); err != nil {
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
 			resp = &Response{Status: compat.StatusInvalCmd}
 		} else {
 			resp = h(peer, &req)

@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bytes"
+	"net"
 	"net/netip"
 	"os/user"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/ilbgo/ilb/compat"
 	"github.com/ilbgo/ilb/rules"
@@ -106,3 +109,29 @@ func TestClientOverSocket(t *testing.T) {
 }
 
 func netipMust(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// A request line beyond the limit ends the connection instead of growing a buffer.
+func TestOversizedRequestIsRefused(t *testing.T) {
+	svc := newService(t, "")
+	sock := filepath.Join(t.TempDir(), "s")
+	l, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go Serve(l, svc.Handle)
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	big := append([]byte(`{"op":"create-servergroup","name":"`), bytes.Repeat([]byte("x"), maxRequest+1)...)
+	go conn.Write(append(big, "\"}\n"...))
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := conn.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("an oversized request got an answer (%d bytes)", n)
+	}
+	if len(svc.Mgr.Config().Groups) != 0 {
+		t.Fatal("the oversized request was applied")
+	}
+}

@@ -119,17 +119,13 @@ func showStatistics(e *env, args []string) error {
 	if cerr != nil {
 		return e.fail(cerr)
 	}
-	c, err := e.dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-
 	var prev *statSample
 	for n := 0; ; n++ {
-		st, err := c.Statistics()
+		// A connection per sample: an interval may be longer than ilbd keeps an idle
+		// connection open.
+		st, err := e.statistics()
 		if err != nil {
-			return e.fail(err)
+			return err
 		}
 		cur, ok := o.sample(st)
 		if !ok {
@@ -144,6 +140,20 @@ func showStatistics(e *env, args []string) error {
 		time.Sleep(time.Duration(o.interval) * time.Second)
 		prev = cur
 	}
+}
+
+// statistics takes one sample of ilbd's counters.
+func (e *env) statistics() (*api.Statistics, error) {
+	c, err := e.dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	st, err := c.Statistics()
+	if err != nil {
+		return nil, e.fail(err)
+	}
+	return st, nil
 }
 
 // statSample is the part of one statistics sample that the command line selected.
