@@ -83,15 +83,19 @@ func (q *arpQueue) pop() (uint32, bool) {
 // an ARP request takes MinFrameSize.
 const MaxControlFrameSize = ndpFrameSize
 
-// NextControlFrame writes one frame the engine wants to originate (an ARP request or an IPv6
-// neighbor solicitation) into buf[:cap(buf)] and returns its length and out port; ok is false
-// when nothing is pending. cap(buf) must be at least MinFrameSize; with less than
-// MaxControlFrameSize, solicitations are skipped (and retried later). Call it on the worker
-// goroutine, after EndBurst.
+// NextControlFrame writes one frame the engine wants to send of its own accord (a held packet
+// whose next hop answered, an ARP request or an IPv6 neighbor solicitation) into buf[:cap(buf)]
+// and returns its length and out port; ok is false when nothing is pending. cap(buf) must be at
+// least MinFrameSize; with less than MaxControlFrameSize, solicitations are skipped (and retried
+// later); give it a whole mbuf's room, or held packets longer than it are dropped. Call it on
+// the worker goroutine, after EndBurst.
 func (e *Engine) NextControlFrame(buf []byte) (n int, port uint16, ok bool) {
 	buf = buf[:cap(buf)]
 	if len(buf) < MinFrameSize {
 		return 0, 0, false
+	}
+	if n, port, ok := e.nextReleased(buf); ok {
+		return n, port, true
 	}
 	for {
 		i, more := e.arpq.pop()

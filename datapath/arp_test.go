@@ -230,8 +230,8 @@ func TestNeighbourRefreshAndExpiry(t *testing.T) {
 	h.advance(5 * time.Minute)
 	h.scan()
 	r, _ = h.process(client(1001, TCPSyn).build(t), 0)
-	if r.Action != ActionDrop {
-		t.Fatalf("expired neighbour still used: %+v", r)
+	if r.Action != ActionHeld {
+		t.Fatalf("expired neighbour still used: %+v, want the packet held", r)
 	}
 	if g := h.stats().Global; g.NeighbourMisses != 1 {
 		t.Fatalf("NeighbourMisses %d", g.NeighbourMisses)
@@ -261,7 +261,7 @@ func TestNewClientMACIsGleaned(t *testing.T) {
 	expectForward(t, r, out, 0, localMAC, vip, local, 80, 4001, 63)
 }
 
-func TestUnknownNextHopDropsAndResolves(t *testing.T) {
+func TestUnknownNextHopHeldAndReleased(t *testing.T) {
 	h := newHarness(t, 64, defaultRules())
 	h.learnNeighbours()
 	// A client on port 0's own subnet whose MAC cannot be learned from its frames and that
@@ -273,26 +273,102 @@ func TestUnknownNextHopDropsAndResolves(t *testing.T) {
 	expectForward(t, r, out, 1, serverMAC[0], local, serverAddr[0], 4000, 8080, 63)
 
 	synack := pkt{srcMAC: serverMAC[0], dstMAC: port1MAC, src: serverAddr[0], dst: local, sport: 8080, dport: 4000, flags: TCPSyn | TCPAck}
-	if r, _ := h.process(synack.build(t), 1); r.Action != ActionDrop {
-		t.Fatalf("unresolved next hop: %+v, want drop", r)
+	if r, _ := h.process(synack.build(t), 1); r.Action != ActionHeld {
+		t.Fatalf("unresolved next hop: %+v, want held", r)
 	}
 	got := h.control()
 	if len(got) != 1 {
 		t.Fatalf("%d ARP requests, want 1", len(got))
 	}
 	expectARPRequest(t, got[0], 0, port0MAC, port0Addr, local)
-	if g := h.stats().Global; g.NeighbourMisses != 1 || g.Dropped != 1 {
-		t.Fatalf("NeighbourMisses %d Dropped %d", g.NeighbourMisses, g.Dropped)
+	if g := h.stats().Global; g.NeighbourMisses != 1 || g.NextHopHeld != 1 || g.Dropped != 0 {
+		t.Fatalf("NeighbourMisses %d NextHopHeld %d Dropped %d, want 1 1 0", g.NeighbourMisses, g.NextHopHeld, g.Dropped)
 	}
-	// A second miss right away does not repeat the request.
-	h.process(synack.build(t), 1)
+	// A second miss right away is held too and does not repeat the request.
+	if r, _ := h.process(synack.build(t), 1); r.Action != ActionHeld {
+		t.Fatalf("second packet: %+v, want held", r)
+	}
 	if n := len(h.control()); n != 0 {
 		t.Fatalf("%d repeated requests", n)
 	}
-	// The answer arrives; the retransmitted SYN-ACK goes through.
+	// The answer arrives: both held packets leave, translated and addressed to the new MAC,
+	// in the order they came.
 	h.arpReply(local, localMAC, 0)
+	if !h.e.ControlPending() {
+		t.Fatal("released packets not pending")
+	}
+	got = h.control()
+	if len(got) != 2 {
+		t.Fatalf("%d frames released, want 2", len(got))
+	}
+	for _, cf := range got {
+		expectReleased(t, cf, 0, localMAC, vip, local, 80, 4000, 63)
+	}
+	h.burst() // counters are published at the end of a burst
+	if g := h.stats().Global; g.NextHopHeldSent != 2 || g.Dropped != 0 {
+		t.Fatalf("NextHopHeldSent %d Dropped %d, want 2 0", g.NextHopHeldSent, g.Dropped)
+	}
 	r, out = h.process(synack.build(t), 1)
 	expectForward(t, r, out, 0, localMAC, vip, local, 80, 4000, 63)
+}
+
+func TestHoldQueueBoundsAndTimeout(t *testing.T) {
+	h := newHarness(t, 4096, defaultRules())
+	h.learnNeighbours()
+	// Connections from on-link clients nobody resolved; the servers' replies wait for ARP.
+	reply := func(client int, sport uint16) Result {
+		t.Helper()
+		a := netip.AddrFrom4([4]byte{192, 0, 2, byte(100 + client)})
+		syn := pkt{srcMAC: unlearnableMAC, dstMAC: port0MAC, src: a, dst: vip, sport: sport, dport: 80, flags: TCPSyn}
+		r, out := h.process(syn.build(t), 0)
+		if r.Action != ActionForward {
+			t.Fatalf("SYN: %+v", r)
+		}
+		si := serverIndex(t, decode(t, out).ip.DstIP)
+		sa := pkt{srcMAC: serverMAC[si], dstMAC: port1MAC, src: serverAddr[si], dst: a, sport: 8080, dport: sport, flags: TCPSyn | TCPAck}
+		r, _ = h.process(sa.build(t), 1)
+		return r
+	}
+	// One neighbour holds at most holdPerNeighbour packets; the next is dropped and counted.
+	for k := range holdPerNeighbour {
+		if r := reply(0, uint16(5000+k)); r.Action != ActionHeld {
+			t.Fatalf("packet %d for one neighbour: %+v, want held", k, r)
+		}
+	}
+	if r := reply(0, 5100); r.Action != ActionDrop {
+		t.Fatalf("packet past the neighbour's share: %+v, want drop", r)
+	}
+	// In total at most holdCapacity.
+	held := holdPerNeighbour
+	for c := 1; held < holdCapacity; c++ {
+		for k := 0; k < holdPerNeighbour && held < holdCapacity; k++ {
+			if r := reply(c, uint16(6000+k)); r.Action != ActionHeld {
+				t.Fatalf("held %d: %+v", held, r)
+			}
+			held++
+		}
+	}
+	if r := reply(100, 7000); r.Action != ActionDrop {
+		t.Fatalf("packet past the queue's capacity: %+v, want drop", r)
+	}
+	if g := h.stats().Global; g.NextHopHeld != holdCapacity || g.NextHopHeldOverflow != 2 {
+		t.Fatalf("NextHopHeld %d Overflow %d, want %d 2", g.NextHopHeld, g.NextHopHeldOverflow, holdCapacity)
+	}
+	// Nobody answers: after the hold timeout every held packet is dropped and counted, and the
+	// queue takes packets again.
+	h.advance(time.Duration(holdTimeout) + time.Millisecond)
+	h.burst()
+	h.control()
+	h.burst()
+	if g := h.stats().Global; g.NextHopHeldExpired != holdCapacity || g.NextHopHeldSent != 0 {
+		t.Fatalf("NextHopHeldExpired %d Sent %d, want %d 0", g.NextHopHeldExpired, g.NextHopHeldSent, holdCapacity)
+	}
+	if h.e.heldq.waiting != 0 || len(h.e.heldq.free) != holdCapacity {
+		t.Fatalf("queue after timeout: %d waiting, %d free", h.e.heldq.waiting, len(h.e.heldq.free))
+	}
+	if r := reply(101, 7001); r.Action != ActionHeld {
+		t.Fatalf("after the timeout: %+v, want held", r)
+	}
 }
 
 func TestUnknownServerMACKeepsConnection(t *testing.T) {
@@ -300,11 +376,17 @@ func TestUnknownServerMACKeepsConnection(t *testing.T) {
 	h.burst()
 	h.control() // proactive requests, unanswered
 	h.arpReply(gwAddr, gwMAC, 0)
-	if r, _ := h.process(client(1000, TCPSyn).build(t), 0); r.Action != ActionDrop {
-		t.Fatalf("SYN to unresolved server: %+v", r)
+	if r, _ := h.process(client(1000, TCPSyn).build(t), 0); r.Action != ActionHeld {
+		t.Fatalf("SYN to unresolved server: %+v, want held", r)
 	}
 	h.arpReply(serverAddr[0], serverMAC[0], 1)
-	// The retransmitted SYN follows the entry to the same server.
+	// The held SYN leaves as soon as the server answers ARP...
+	got := h.control()
+	if len(got) != 1 {
+		t.Fatalf("%d frames after the server's ARP reply, want the held SYN", len(got))
+	}
+	expectReleased(t, got[0], 1, serverMAC[0], clientAddr, serverAddr[0], 1000, 8080, 63)
+	// ...and a retransmitted SYN follows the entry to the same server.
 	r, out := h.process(client(1000, TCPSyn).build(t), 0)
 	expectForward(t, r, out, 1, serverMAC[0], clientAddr, serverAddr[0], 1000, 8080, 63)
 }
@@ -354,10 +436,15 @@ func TestNeighbourCacheRecycling(t *testing.T) {
 	if h.e.neigh.find(addrFromNetip(local), 0) >= 0 {
 		t.Skip("client entry survived; nothing to check")
 	}
-	if r, _ := h.process(reply.build(t), 1); r.Action != ActionDrop {
-		t.Fatalf("reply after eviction: %+v, want a neighbour miss", r)
+	if r, _ := h.process(reply.build(t), 1); r.Action != ActionHeld {
+		t.Fatalf("reply after eviction: %+v, want a neighbour miss (held)", r)
 	}
 	h.arpReply(local, localMAC, 0)
+	if got := h.control(); len(got) != 1 {
+		t.Fatalf("%d frames released, want 1", len(got))
+	} else {
+		expectReleased(t, got[0], 0, localMAC, vip, local, 80, 4000, 63)
+	}
 	r, out = h.process(reply.build(t), 1)
 	expectForward(t, r, out, 0, localMAC, vip, local, 80, 4000, 63)
 }

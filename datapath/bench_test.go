@@ -42,18 +42,45 @@ func runBench(b *testing.B, h *harness, in uint16, prepare func(buf []byte, i in
 
 var benchLen int
 
+// establishFlow opens the connection of client packet p (port 0) with a whole handshake: p as a
+// SYN, the server's SYN+ACK, the client's ACK. It returns the client's and the server's next
+// segments (ACKs) of the now established flow. DSR keeps no state: p goes out once as a SYN.
+func establishFlow(tb testing.TB, h *harness, p pkt) (c2s, s2c pkt) {
+	tb.Helper()
+	p.flags = TCPSyn
+	r, out := h.process(p.build(tb), 0)
+	if r.Action != ActionForward {
+		tb.Fatalf("SYN: %+v", r)
+	}
+	d := decode(tb, out)
+	back := pkt{srcMAC: serverMAC[0], dstMAC: port1MAC, src: d.dst(), dst: d.src(),
+		sport: uint16(d.tcp.DstPort), dport: uint16(d.tcp.SrcPort), flags: TCPSyn | TCPAck, seq: 5000, ack: p.seq + 1}
+	p.flags, p.seq, p.ack = TCPAck, p.seq+1, back.seq+1
+	if h.e.conns.count() == 0 {
+		return p, back // DSR
+	}
+	if r, _ := h.process(back.build(tb), 1); r.Action != ActionForward {
+		tb.Fatalf("SYN+ACK: %+v", r)
+	}
+	if r, _ := h.process(p.build(tb), 0); r.Action != ActionForward {
+		tb.Fatalf("ACK: %+v", r)
+	}
+	back.flags, back.seq = TCPAck, back.seq+1
+	return p, back
+}
+
 func BenchmarkHalfNATEstablished(b *testing.B) {
 	h := benchEngine(b, 1<<16)
-	h.process(client(1000, TCPSyn).build(b), 0)
-	tmpl := client(1000, TCPAck).build(b)
+	p, _ := establishFlow(b, h, client(1000, TCPSyn))
+	tmpl := p.build(b)
 	benchLen = len(tmpl)
 	runBench(b, h, 0, func(buf []byte, _ int) { copy(buf, tmpl) })
 }
 
 func BenchmarkHalfNATReply(b *testing.B) {
 	h := benchEngine(b, 1<<16)
-	h.process(client(1000, TCPSyn).build(b), 0)
-	tmpl := fromServer(0, 1000, TCPAck).build(b)
+	_, back := establishFlow(b, h, client(1000, TCPSyn))
+	tmpl := back.build(b)
 	benchLen = len(tmpl)
 	runBench(b, h, 1, func(buf []byte, _ int) { copy(buf, tmpl) })
 }
@@ -120,7 +147,7 @@ func benchWorld(b *testing.B, rs func() []rules.SnapRule) *harness {
 // benchFlow is a client flow of one topology and family.
 func benchFlow(c topoCase) (p pkt, sportOff int) {
 	cl, v, _, _, vport, _ := c.endpoints()
-	p = pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: cl, dst: v, sport: 1000, dport: vport, udp: c.udp, flags: TCPAck}
+	p = pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: cl, dst: v, sport: 1000, dport: vport, udp: c.udp, flags: TCPSyn, seq: 1000}
 	sportOff = EthernetHeaderSize + IPv4MinSize
 	if c.v6 {
 		sportOff = EthernetHeaderSize + IPv6HeaderSize
@@ -145,9 +172,7 @@ func BenchmarkEstablished(b *testing.B) {
 		b.Run(c.String(), func(b *testing.B) {
 			h := benchWorld(b, roundRobinWorld)
 			p, _ := benchFlow(c)
-			p.flags = TCPSyn
-			h.process(p.build(b), 0)
-			p.flags = TCPAck
+			p, _ = establishFlow(b, h, p)
 			tmpl := p.build(b)
 			benchLen = len(tmpl)
 			runBench(b, h, 0, func(buf []byte, _ int) { copy(buf, tmpl) })
@@ -164,13 +189,7 @@ func BenchmarkReply(b *testing.B) {
 		b.Run(c.String(), func(b *testing.B) {
 			h := benchWorld(b, roundRobinWorld)
 			p, _ := benchFlow(c)
-			p.flags = TCPSyn
-			r, out := h.process(p.build(b), 0)
-			if r.Action != ActionForward {
-				b.Fatal(r)
-			}
-			d := decode(b, out)
-			back := pkt{srcMAC: serverMAC[0], dstMAC: port1MAC, src: d.dst(), dst: d.src(), sport: uint16(d.tcp.DstPort), dport: uint16(d.tcp.SrcPort), flags: TCPAck}
+			_, back := establishFlow(b, h, p)
 			tmpl := back.build(b)
 			benchLen = len(tmpl)
 			runBench(b, h, 1, func(buf []byte, _ int) { copy(buf, tmpl) })

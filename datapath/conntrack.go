@@ -1,6 +1,9 @@
 package datapath
 
-import "math/bits"
+import (
+	"math/bits"
+	"time"
+)
 
 // Connection tracking (spec §6.5): one fixed array of entries, each holding both directions, and
 // one open-addressing index holding two keys per entry: its client→server key and its
@@ -28,7 +31,21 @@ const (
 	connAckC2S        // client's FIN acknowledged by the server
 	connAckS2C        // server's FIN acknowledged by the client
 	connFullNAT       // source rewritten too: xlat.src is a proxy-src address, xlat.sport a NAT port
+	connReplied       // the server answered (TCP: its SYN+ACK, whose sequence number is in finSeq[dirS2C] while half-open)
 	connFinMask = connFinC2S | connFinS2C | connAckC2S | connAckS2C
+)
+
+// Connection states. Only established entries are safe from eviction: the others sit on the
+// table's half-open list, least recently active first, with the short half-open timeout.
+const (
+	// connHalfOpen: created by a client SYN (or a UDP datagram) and not yet confirmed. TCP is
+	// confirmed by the client's ACK of the server's SYN+ACK (a spoofed source never sends it,
+	// so the server's SYN+ACK alone does not count); UDP by any reply.
+	connHalfOpen uint8 = iota
+	connEstablished
+	// connClosing: a RST was seen. The entry keeps its server for the half-open timeout, so a
+	// blind RST cannot move the flow: any later segment makes it established again.
+	connClosing
 )
 
 // conn is the per-packet part of a tracked connection, laid out to fill exactly two cache lines
@@ -46,6 +63,7 @@ type conn struct {
 	nhEpoch    uint32    // neighbour table epoch the cached slots belong to
 	proto      uint8
 	flags      uint8
+	state      uint8 // connHalfOpen, connEstablished or connClosing
 }
 
 // connMeta is the rest of an entry.
@@ -55,6 +73,10 @@ type connMeta struct {
 	ruleSlot int32     // rule counters and reference
 	arena    int32     // full NAT: port arena the source port (xlat.sport) returns to; -1 none
 	sticky   int32     // persistence entry this connection holds; -1 none
+	// estTimeoutMs is the rule's idle timeout, which the entry takes once established.
+	estTimeoutMs uint32
+	// prev and next link the half-open list (entries not established); -1 ends it.
+	prev, next int32
 }
 
 // hashIndex is an open-addressing index of (hash, ref) slots with linear probing and
@@ -117,7 +139,17 @@ type connTable struct {
 	nfree   int
 	seed    [3]uint64
 	sweep   uint32 // next entry the expiry sweep visits
+	// The half-open list: every entry not established, least recently active at the head,
+	// so eviction and expiry take the head in O(1).
+	hoHead, hoTail int32
+	hoCount        int
+	halfOpenMs     uint32 // idle timeout of entries on the half-open list
 }
+
+// DefaultHalfOpenTimeout is how long an entry lives without completing its handshake (or, for
+// UDP, without a reply), and how long one lingers after a RST. A client's SYN retransmissions
+// (1, 3, 7 s apart) refresh it; a flood's entries go this soon after the flood.
+const DefaultHalfOpenTimeout = 5 * time.Second
 
 func newConnTable(capacity int, seed [3]uint64) connTable {
 	n := ceilPow2(max(capacity, 1))
@@ -128,6 +160,10 @@ func newConnTable(capacity int, seed [3]uint64) connTable {
 		free:    make([]uint32, n),
 		nfree:   n,
 		seed:    seed,
+		hoHead:  -1,
+		hoTail:  -1,
+
+		halfOpenMs: uint32(DefaultHalfOpenTimeout / time.Millisecond),
 	}
 	for i := range t.free {
 		t.free[i] = uint32(n - 1 - i) // pop low entries first
@@ -205,18 +241,64 @@ func (t *connTable) insert(c *conn, hC2S uint32, rs int32, now int64) (int32, in
 	i := int32(t.free[t.nfree])
 	c.flags |= connInUse
 	t.entries[i] = *c
-	t.meta[i] = connMeta{created: now, hash: [2]uint32{hC2S, hS2C}, ruleSlot: rs, arena: -1, sticky: -1}
+	t.meta[i] = connMeta{created: now, hash: [2]uint32{hC2S, hS2C}, ruleSlot: rs, arena: -1, sticky: -1,
+		estTimeoutMs: c.timeoutMs, prev: -1, next: -1}
 	t.index.place(hC2S, indexRef(i, dirC2S))
 	t.index.place(hS2C, indexRef(i, dirS2C))
+	if c.state != connEstablished {
+		t.entries[i].timeoutMs = min(c.timeoutMs, t.halfOpenMs)
+		t.hoPush(i)
+	}
 	return i, insertOK
+}
+
+// hoPush appends entry i to the tail of the half-open list.
+func (t *connTable) hoPush(i int32) {
+	m := &t.meta[i]
+	m.prev, m.next = t.hoTail, -1
+	if t.hoTail >= 0 {
+		t.meta[t.hoTail].next = i
+	} else {
+		t.hoHead = i
+	}
+	t.hoTail = i
+	t.hoCount++
+}
+
+// hoUnlink takes entry i off the half-open list.
+func (t *connTable) hoUnlink(i int32) {
+	m := &t.meta[i]
+	if m.prev >= 0 {
+		t.meta[m.prev].next = m.next
+	} else {
+		t.hoHead = m.next
+	}
+	if m.next >= 0 {
+		t.meta[m.next].prev = m.prev
+	} else {
+		t.hoTail = m.prev
+	}
+	m.prev, m.next = -1, -1
+	t.hoCount--
+}
+
+// hoTouch moves entry i, which is on the half-open list, to its tail: it was just active.
+func (t *connTable) hoTouch(i int32) {
+	if t.hoTail != i {
+		t.hoUnlink(i)
+		t.hoPush(i)
+	}
 }
 
 // remove deletes entry i's two keys from the index and frees it.
 func (t *connTable) remove(i int32) {
 	m := &t.meta[i]
+	if t.entries[i].state != connEstablished {
+		t.hoUnlink(i)
+	}
 	t.index.unplace(m.hash[dirC2S], indexRef(i, dirC2S))
 	t.index.unplace(m.hash[dirS2C], indexRef(i, dirS2C))
-	t.entries[i].flags = 0
+	t.entries[i].flags, t.entries[i].state = 0, 0
 	t.free[t.nfree] = uint32(i)
 	t.nfree++
 }
@@ -285,13 +367,11 @@ func (e *Engine) sweepConns() {
 }
 
 // trackTCP follows the close of a TCP connection from a segment travelling in dir (spec §6.5)
-// and reports whether the entry should go once the segment is forwarded: a RST ends it at once;
-// a FIN records its sequence number, and when both FINs are acknowledged the entry goes.
-// A client SYN, or a segment beyond a recorded FIN (port reuse), clears the close state.
+// and reports whether the entry should go once the segment is forwarded: a FIN records its
+// sequence number, and when both FINs are acknowledged the entry goes. A client SYN, or a
+// segment beyond a recorded FIN (port reuse), clears the close state. RSTs are not its
+// business: tcpSetup makes them a closing state, so that a blind one cannot end the flow.
 func trackTCP(c *conn, t TCP, flags uint8, dir int, payload int) bool {
-	if flags&TCPRst != 0 {
-		return true
-	}
 	if c.flags&connFinMask == 0 && flags&(TCPFin|TCPSyn) == 0 {
 		return false // the common case: an established connection moving data
 	}
@@ -320,4 +400,86 @@ func trackTCP(c *conn, t TCP, flags uint8, dir int, payload int) bool {
 		c.flags |= otherAck
 	}
 	return c.flags&(connAckC2S|connAckS2C) == connAckC2S|connAckS2C
+}
+
+// tcpSetup follows the states of entry ci outside the established fast path, from a segment
+// travelling in dir: the handshake of a half-open entry, a RST (any state: the entry starts
+// closing), and what follows a RST.
+func (e *Engine) tcpSetup(ci int32, c *conn, t TCP, flags uint8, dir int) {
+	ct := &e.conns
+	switch {
+	case flags&TCPRst != 0:
+		// RFC 5961's concern: a RST with a guessed sequence number must not tear a flow down.
+		// The entry keeps its server, for a short time only; a real reset is followed by
+		// silence, a blind one by the flow's next segment, which restores it.
+		if c.state == connEstablished {
+			c.state = connClosing
+			c.timeoutMs = min(c.timeoutMs, ct.halfOpenMs)
+			ct.hoPush(ci)
+			e.count(gConnReset)
+		} else {
+			ct.hoTouch(ci)
+		}
+	case c.state == connClosing:
+		if dir == dirC2S && flags&(TCPSyn|TCPAck) == TCPSyn {
+			// The client reopens the same endpoints: a new handshake, to the same server.
+			c.state = connHalfOpen
+			c.flags &^= connReplied
+			ct.hoTouch(ci)
+			return
+		}
+		e.establish(ci, c)
+	case dir == dirS2C:
+		if flags&(TCPSyn|TCPAck) == TCPSyn|TCPAck {
+			c.flags |= connReplied
+			c.finSeq[dirS2C] = t.Seq()
+		}
+		ct.hoTouch(ci)
+	case flags&(TCPSyn|TCPAck) == TCPAck && c.flags&connReplied != 0 && t.Ack() == c.finSeq[dirS2C]+1:
+		// The client acknowledges the server's SYN+ACK: only a client that received it
+		// knows the server's initial sequence number.
+		e.establish(ci, c)
+	default:
+		ct.hoTouch(ci)
+	}
+}
+
+// establish makes entry ci established: off the half-open list, with its rule's timeout.
+func (e *Engine) establish(ci int32, c *conn) {
+	ct := &e.conns
+	ct.hoUnlink(ci)
+	c.state = connEstablished
+	c.flags |= connReplied
+	c.finSeq = [2]uint32{}
+	c.timeoutMs = ct.meta[ci].estTimeoutMs
+}
+
+// evictHalfOpen removes the least recently active entry that is not established, if there is
+// one, to make room: never an established entry.
+func (e *Engine) evictHalfOpen() bool {
+	i := e.conns.hoHead
+	if i < 0 || !e.evict {
+		return false
+	}
+	e.removeConn(i)
+	e.count(gHalfOpenEvicted)
+	return true
+}
+
+// halfOpenExpireLimit bounds the expired half-open entries one burst removes.
+const halfOpenExpireLimit = 256
+
+// expireHalfOpen removes expired entries from the head of the half-open list. The list is in
+// order of last activity and its entries share one timeout, so the first live entry ends the
+// walk; a flood's entries (and their full-NAT ports) go as soon as they time out.
+func (e *Engine) expireHalfOpen() {
+	t := &e.conns
+	for k := 0; k < halfOpenExpireLimit; k++ {
+		i := t.hoHead
+		if i < 0 || !t.entries[i].expired(e.now) {
+			return
+		}
+		e.removeConn(i)
+		e.count(gHalfOpenExpired)
+	}
 }

@@ -58,6 +58,19 @@ const (
 	gNDPIgnored
 	gNDPInvalid
 	gNoRoom
+	gTCPNoConn
+	gHalfOpenEvicted
+	gHalfOpenExpired
+	gConnReset
+	gVLANDropped
+	gNextHopHeld
+	gNextHopHeldSent
+	gNextHopHeldExpired
+	gNextHopHeldOverflow
+	gChecksumSampled
+	gChecksumBad
+	gConnEntries
+	gHalfOpenEntries
 	numGlobalCounters
 )
 
@@ -115,6 +128,20 @@ type GlobalCounters struct {
 	NDPIgnored         uint64 // solicitations for addresses we do not own; dropped
 	NDPInvalid         uint64 // NDP failing RFC 4861 §7.1 validation (hop limit, code, checksum, options); dropped
 	NoRoom             uint64 // a reply did not fit the frame's capacity; dropped
+
+	TCPNoConn           uint64 // TCP segment other than a SYN to a NAT rule, matching no connection; dropped (also per rule)
+	HalfOpenEvicted     uint64 // half-open or closing entries evicted to make room for a new connection
+	HalfOpenExpired     uint64 // half-open or closing entries removed at their (short) timeout
+	ConnReset           uint64 // established connections that saw a RST and entered the closing state
+	VLANDropped         uint64 // 802.1Q-tagged frames on an untagged port; dropped
+	NextHopHeld         uint64 // packets held while their next hop's MAC was resolved
+	NextHopHeldSent     uint64 // of which sent once it was
+	NextHopHeldExpired  uint64 // of which dropped, unresolved after the hold timeout
+	NextHopHeldOverflow uint64 // packets dropped on a neighbour miss because the hold queue (or the neighbour's share) was full
+	ChecksumSampled     uint64 // TCP/UDP packets whose checksum was verified (one in 64 per port)
+	ChecksumBad         uint64 // of which wrong: see Stats.Ports for the port
+	ConnEntries         uint64 // connection entries in use (a gauge)
+	HalfOpenEntries     uint64 // of which half-open or closing (a gauge)
 }
 
 func (a *globalArray) export() GlobalCounters {
@@ -137,11 +164,38 @@ func (a *globalArray) export() GlobalCounters {
 		ICMPTooBigDropped: a[gICMPTooBigDropped], ICMPDropped: a[gICMPDropped],
 		NDPAdvertsSent: a[gNDPAdvertsSent], NDPSolicitsSent: a[gNDPSolicitsSent],
 		NDPAdvertsReceived: a[gNDPAdvertsReceived], NDPIgnored: a[gNDPIgnored], NDPInvalid: a[gNDPInvalid],
-		NoRoom: a[gNoRoom],
+		NoRoom:    a[gNoRoom],
+		TCPNoConn: a[gTCPNoConn], HalfOpenEvicted: a[gHalfOpenEvicted], HalfOpenExpired: a[gHalfOpenExpired],
+		ConnReset: a[gConnReset], VLANDropped: a[gVLANDropped],
+		NextHopHeld: a[gNextHopHeld], NextHopHeldSent: a[gNextHopHeldSent],
+		NextHopHeldExpired: a[gNextHopHeldExpired], NextHopHeldOverflow: a[gNextHopHeldOverflow],
+		ChecksumSampled: a[gChecksumSampled], ChecksumBad: a[gChecksumBad],
+		ConnEntries: a[gConnEntries], HalfOpenEntries: a[gHalfOpenEntries],
 	}
 }
 
 type globalArray [numGlobalCounters]uint64
+
+// Per-port counter slots.
+const (
+	pChecksumSampled = iota
+	pChecksumBad
+	pVLANDropped
+	numPortCounters
+)
+
+// PortStats are one port's counters (index as Config.Ports).
+type PortStats struct {
+	ChecksumSampled uint64 // TCP/UDP packets received whose checksum was verified
+	ChecksumBad     uint64 // of which wrong (an offload left them partial?)
+	VLANDropped     uint64 // tagged frames dropped
+}
+
+type portArray [numPortCounters]uint64
+
+func (a *portArray) export() PortStats {
+	return PortStats{ChecksumSampled: a[pChecksumSampled], ChecksumBad: a[pChecksumBad], VLANDropped: a[pVLANDropped]}
+}
 
 // Per-rule counter slots: the rulestat kstats of Solaris (spec §2.7). Packet/byte pairs are
 // adjacent so one helper (ruleAdd) bumps both; the ICMP counters are packets only (ruleInc).
@@ -207,6 +261,7 @@ type Stats struct {
 	Global   GlobalCounters
 	NumRules int         // num_rules: rules of the current snapshot (draining ones excluded)
 	Rules    []RuleStats // ascending ID
+	Ports    []PortStats // index as Config.Ports
 }
 
 // ruleCounters are a rule slot's live counters, written by the worker only.
@@ -248,6 +303,9 @@ type pubServer struct {
 type counters struct {
 	g    globalArray
 	pubG [numGlobalCounters]atomic.Uint64
+
+	ports    []portArray // by port
+	pubPorts [][numPortCounters]atomic.Uint64
 
 	rules   []ruleCounters   // by rule slot
 	servers []serverCounters // by server slot
@@ -326,6 +384,24 @@ func (c *counters) serverAdd(s int32, n int) {
 	}
 }
 
+// initPorts sizes the per-port counters.
+func (c *counters) initPorts(n int) {
+	c.ports = make([]portArray, n)
+	c.pubPorts = make([][numPortCounters]atomic.Uint64, n)
+}
+
+// portsChanged reports whether a per-port counter differs from its published value.
+func (c *counters) portsChanged() bool {
+	for p := range c.ports {
+		for k, v := range c.ports[p] {
+			if c.pubPorts[p][k].Load() != v {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // publish makes this burst's counter values visible to Stats. It stores only what changed.
 func (c *counters) publish() {
 	changed := c.nDirtyRules > 0 || c.nDirtySrv > 0
@@ -336,7 +412,7 @@ func (c *counters) publish() {
 				break
 			}
 		}
-		if !changed {
+		if !changed && !c.portsChanged() {
 			return
 		}
 	}
@@ -344,6 +420,13 @@ func (c *counters) publish() {
 	for i := range c.g {
 		if c.pubG[i].Load() != c.g[i] {
 			c.pubG[i].Store(c.g[i])
+		}
+	}
+	for p := range c.ports {
+		for k, v := range c.ports[p] {
+			if c.pubPorts[p][k].Load() != v {
+				c.pubPorts[p][k].Store(v)
+			}
 		}
 	}
 	p := c.pub.Load()
@@ -394,7 +477,14 @@ func (c *counters) read() Stats {
 	for i := range g {
 		g[i] = c.pubG[i].Load()
 	}
-	st := Stats{Global: g.export()}
+	st := Stats{Global: g.export(), Ports: make([]PortStats, len(c.pubPorts))}
+	for i := range c.pubPorts {
+		var a portArray
+		for k := range a {
+			a[k] = c.pubPorts[i][k].Load()
+		}
+		st.Ports[i] = a.export()
+	}
 	p := c.pub.Load()
 	if p == nil {
 		return st

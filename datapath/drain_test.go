@@ -43,8 +43,12 @@ func TestConnDrainDisabledServer(t *testing.T) {
 	if r, _ := h.process(fromServer(0, 1000, TCPAck).build(t), 1); r.Action != ActionPass {
 		t.Fatalf("server packet of a drained connection: %+v", r)
 	}
-	// The client's next packet is a new connection, to an enabled server.
-	r, out = h.process(client(1000, TCPAck).build(t), 0)
+	// The client's next packet opens nothing (only a SYN does); its new connection goes to an
+	// enabled server.
+	if r, _ := h.process(client(1000, TCPAck).build(t), 0); r.Action != ActionDrop {
+		t.Fatalf("ACK of a drained connection: %+v, want drop", r)
+	}
+	r, out = h.process(client(1000, TCPSyn).build(t), 0)
 	if d := expectForwardAny(t, r, out); d == serverAddr[0] {
 		t.Fatal("drained client went back to the disabled server")
 	}

@@ -19,36 +19,39 @@ func (e *Engine) forwardDSR(frame []byte, p *Parsed, rs *ruleState, si int, adva
 	if advance {
 		rs.advance(si)
 	}
-	out, mac, ok := e.routeServer(sv, frame)
-	if !ok {
+	out, mac, rt := e.routeServer(sv, frame)
+	if rt == routeNone {
 		return Result{Action: ActionDrop, Len: len(frame)}
 	}
 	decrementTTL(frame, p)
 	eth := Ethernet(frame)
 	eth.SetDst(mac)
 	eth.SetSrc(e.ports[out].mac)
+	if rt == routeUnresolved {
+		return e.hold(frame, out, sv.slot, p.IPLen)
+	}
 	return e.sent(out, frame, sv.slot, p.IPLen)
 }
 
 // routeServer finds the out port and MAC toward a server, caching the neighbour slot in the
 // rule's server state so DSR packets skip the route lookup and the neighbour probe. Failures
-// are counted as in routeConn.
-func (e *Engine) routeServer(sv *serverState, frame []byte) (uint16, [6]byte, bool) {
+// are handled as in routeConn.
+func (e *Engine) routeServer(sv *serverState, frame []byte) (uint16, [6]byte, routeStatus) {
 	if sv.nh != 0 && sv.nhEpoch == e.neigh.epoch {
 		if mac, ok := e.neighMAC(int(sv.nh - 1)); ok {
-			return e.neigh.slots[sv.nh-1].port, mac, true
+			return e.neigh.slots[sv.nh-1].port, mac, routeOK
 		}
 	}
 	out, nh, ok := e.nextHop(sv.addr)
 	if !ok {
 		e.drop(gNoRoute, frame)
-		return 0, [6]byte{}, false
+		return 0, [6]byte{}, routeNone
 	}
 	i, mac, ok := e.resolve(nh, out)
 	sv.nh, sv.nhEpoch = uint32(i)+1, e.neigh.epoch
 	if !ok {
-		e.count(gDropped)
-		return 0, [6]byte{}, false
+		e.holdNH = nh
+		return out, [6]byte{}, routeUnresolved
 	}
-	return out, mac, true
+	return out, mac, routeOK
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/ilbgo/ilb/rules"
 )
@@ -40,6 +41,12 @@ type Config struct {
 	// owning a full-NAT flow's return traffic follows from its destination port (FullNATPortOwner).
 	// WorkerCount 0 means 1.
 	WorkerIndex, WorkerCount int
+	// HalfOpenTimeout is the idle timeout of connection entries that have not completed their
+	// handshake (TCP) or seen a reply (UDP), and of entries after a RST; 0 = DefaultHalfOpenTimeout.
+	HalfOpenTimeout time.Duration
+	// NoEvict refuses a new connection when the table is full, instead of evicting the least
+	// recently active half-open entry (established entries are never evicted).
+	NoEvict bool
 }
 
 // Defaults for zero Config fields.
@@ -56,6 +63,7 @@ const (
 	ActionDrop    Action = iota // free the frame
 	ActionForward               // transmit frame[:Len] on Result.Port
 	ActionPass                  // not for the load balancer: hand to the host (exception path)
+	ActionHeld                  // the engine keeps a copy until its next hop resolves: free the frame
 )
 
 // Result tells the worker what to do with the frame it passed to Process.
@@ -88,6 +96,9 @@ type Engine struct {
 	srv    []serverRun        // by server slot: drain deadline, index in the current rule
 	sticky stickyTable
 	nat    natPorts
+	heldq  holdQueue
+	holdNH addr // the next hop of the route that just failed to resolve, for hold
+	evict  bool // evict half-open entries when the connection table is full
 
 	nDraining int // server slots with a drain deadline: skips the check on the fast path when 0
 
@@ -158,10 +169,19 @@ func New(cfg Config) (*Engine, error) {
 		seed[i] = binary.LittleEndian.Uint64(rb[8*i:])
 	}
 	e.conns = newConnTable(connCap, [3]uint64(seed[:3]))
+	if cfg.HalfOpenTimeout < 0 || cfg.HalfOpenTimeout > time.Duration(math.MaxUint32)*time.Millisecond {
+		return nil, fmt.Errorf("datapath: HalfOpenTimeout %v out of range", cfg.HalfOpenTimeout)
+	}
+	if cfg.HalfOpenTimeout > 0 {
+		e.conns.halfOpenMs = uint32(max(cfg.HalfOpenTimeout.Milliseconds(), 1))
+	}
+	e.evict = !cfg.NoEvict
+	e.heldq = newHoldQueue()
 	e.sticky = newStickyTable(stickyCap, seed[3])
 	e.nat = newNATPorts(cfg.WorkerIndex, wc)
 	e.neigh = newNeighTable(neighCap)
 	e.arpq = newARPQueue(2 * len(e.neigh.slots))
+	e.ctr.initPorts(len(e.ports))
 	e.ctr.pub.Store(&published{})
 	e.ctr.interval = publishInterval
 	return e, nil
@@ -172,7 +192,7 @@ func (e *Engine) addPort(i int, pc PortConfig) error {
 	if !isUnicastMAC(pc.MAC) {
 		return fmt.Errorf("datapath: port %d: MAC %x is not a unicast address", i, pc.MAC)
 	}
-	pt := port{mac: pc.MAC, ll6: linkLocalFromMAC(pc.MAC)}
+	pt := port{mac: pc.MAC, ll6: linkLocalFromMAC(pc.MAC), sampleIn: 1}
 	for _, pfx := range pc.Addrs {
 		if !pfx.IsValid() {
 			return fmt.Errorf("datapath: port %d: invalid address %v", i, pfx)
@@ -239,6 +259,8 @@ func (e *Engine) BeginBurst(now int64) {
 // EndBurst publishes the burst's counters and does a slice of periodic work: connection and
 // persistence expiry, neighbour refresh, slot reclamation, pending table dumps.
 func (e *Engine) EndBurst() {
+	e.expireHalfOpen()
+	e.expireHeld()
 	e.sweepConns()
 	e.sweepSticky()
 	e.maintainNeighbours()
@@ -247,6 +269,8 @@ func (e *Engine) EndBurst() {
 		e.reclaimRuleSlots()
 		e.publishLayout()
 	}
+	e.ctr.g[gConnEntries] = uint64(e.conns.count())
+	e.ctr.g[gHalfOpenEntries] = uint64(e.conns.hoCount)
 	e.ctr.maybePublish(e.now)
 	e.serveNATDump()
 	e.servePersistDump()
@@ -264,6 +288,12 @@ func (e *Engine) Process(frame []byte, inPort uint16) Result {
 	p := &e.pkt
 	if st := p.Decode(frame); st != ParseOK {
 		return e.malformed(st, frame)
+	}
+	if p.Tagged {
+		// The ports are untagged: a tag would be carried onto another segment, into another
+		// VLAN, which no switch in the path expects.
+		e.ctr.ports[inPort][pVLANDropped]++
+		return e.drop(gVLANDropped, frame)
 	}
 	switch p.EtherType {
 	case EtherTypeIPv4, EtherTypeIPv6:
@@ -302,6 +332,12 @@ func (e *Engine) handleIP(frame []byte, p *Parsed, in uint16) Result {
 	}
 	switch p.Proto {
 	case ProtoTCP, ProtoUDP:
+		if pt := &e.ports[in]; pt.sampleIn <= 1 {
+			pt.sampleIn = checksumSampleEvery
+			e.sampleChecksum(frame, p, in)
+		} else {
+			pt.sampleIn--
+		}
 	case icmp:
 		return e.handleICMP(frame, p, in)
 	default:

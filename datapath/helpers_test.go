@@ -156,13 +156,20 @@ type controlFrame struct {
 func (h *harness) control() []controlFrame {
 	var out []controlFrame
 	for {
-		buf := make([]byte, 0, 128)
+		buf := make([]byte, 0, holdFrameMax) // an mbuf's room: held packets come out here too
 		n, p, ok := h.e.NextControlFrame(buf)
 		if !ok {
 			return out
 		}
 		out = append(out, controlFrame{buf[:n], p})
 	}
+}
+
+// expectReleased checks that cf is a held packet sent once its next hop answered, forwarded as
+// expectForward describes.
+func expectReleased(t testing.TB, cf controlFrame, port uint16, dstMAC [6]byte, src, dst netip.Addr, sport, dport uint16, ttl uint8) decoded {
+	t.Helper()
+	return expectForward(t, Result{Action: ActionForward, Port: cf.port, Len: len(cf.frame)}, cf.frame, port, dstMAC, src, dst, sport, dport, ttl)
 }
 
 // learnNeighbours answers the engine's proactive ARP requests for the gateway and the servers.

@@ -204,8 +204,11 @@ func (e *Engine) icmpTooBig(frame []byte, p *Parsed, rslot int32) Result {
 	if p.TTL <= 1 {
 		return e.drop(gTTLExceeded, frame)
 	}
-	out, mac, ok := e.routeConn(c, dir, outDst, frame)
-	if !ok {
+	out, mac, rt := e.routeConn(c, dir, outDst, frame)
+	if rt != routeOK {
+		if rt == routeUnresolved {
+			e.count(gDropped) // an ICMP error is not worth a hold slot
+		}
 		return Result{Action: ActionDrop, Len: len(frame)}
 	}
 	rewriteQuoted(frame, &q, &inner)

@@ -112,7 +112,7 @@ func TestICMPTooBigTranslated(t *testing.T) {
 				if quoteLen > 0 {
 					n = hl + quoteLen
 				}
-				first := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: cl, dst: v, sport: 40000, dport: vport, udp: c.udp, flags: TCPAck, payload: []byte("request")}
+				first := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: cl, dst: v, sport: 40000, dport: vport, udp: c.udp, flags: TCPSyn, payload: []byte("request")}
 				if r, _ := h.process(first.build(t), 0); r.Action != ActionForward {
 					t.Fatal(r)
 				}

@@ -7,7 +7,8 @@ import (
 )
 
 // forwardConn sends a packet of an existing connection on, rewritten with the cached translation
-// (spec §6.2 step 1): whatever the rule or server state is now.
+// (spec §6.2 step 1): whatever the rule or server state is now. A packet whose next hop is
+// still being resolved is rewritten all the same and held until the MAC is known.
 func (e *Engine) forwardConn(frame []byte, p *Parsed, ci int32, dir int) Result {
 	c := &e.conns.entries[ci]
 	dst := c.xlat.dst
@@ -17,17 +18,29 @@ func (e *Engine) forwardConn(frame []byte, p *Parsed, ci int32, dir int) Result 
 	if p.TTL <= 1 {
 		return e.drop(gTTLExceeded, frame)
 	}
-	out, mac, ok := e.routeConn(c, dir, dst, frame)
-	if !ok {
+	out, mac, rt := e.routeConn(c, dir, dst, frame)
+	if rt == routeNone {
 		return Result{Action: ActionDrop, Len: len(frame)}
 	}
 	c.last = e.now
 	e.rewrite(frame, p, c, dir, out, mac)
 	if p.Proto == ProtoTCP {
 		t := TCP(frame[p.L4Off:p.L3End])
+		if c.state != connEstablished || p.TCPFlags&TCPRst != 0 {
+			e.tcpSetup(ci, c, t, p.TCPFlags, dir)
+		}
 		if trackTCP(c, t, p.TCPFlags, dir, p.L3End-p.L4Off-t.HeaderLen()) {
 			e.removeConn(ci)
 		}
+	} else if c.state != connEstablished {
+		if dir == dirS2C {
+			e.establish(ci, c) // UDP: a reply confirms the flow
+		} else {
+			e.conns.hoTouch(ci)
+		}
+	}
+	if rt == routeUnresolved {
+		return e.hold(frame, out, c.serverSlot, p.IPLen)
 	}
 	return e.sent(out, frame, c.serverSlot, p.IPLen)
 }
@@ -44,6 +57,13 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
 	}
 	if p.TTL <= 1 {
 		return e.drop(gTTLExceeded, frame)
+	}
+	if rs.topo != rules.TopoDSR && p.Proto == ProtoTCP && p.TCPFlags&(TCPSyn|TCPAck|TCPRst|TCPFin) != TCPSyn {
+		// Only a SYN opens a connection. Anything else without an entry (a flood of ACKs, a
+		// flow that outlived its entry) would only fill the table; the sender's stack
+		// retransmits or resets, the server never sees a segment it cannot place.
+		e.ctr.ruleAdd(rs.slot, rPktDropped, p.IPLen)
+		return e.drop(gTCPNoConn, frame)
 	}
 	si, st, proxy, status := e.chooseServer(rs, p)
 	switch status {
@@ -72,6 +92,10 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
 	arena := int32(-1)
 	if rs.topo == rules.TopoNAT {
 		pi, a, port, ok := e.allocNATPort(rs, proxy)
+		// Ports exhausted: half-open entries (a SYN flood's) give theirs back first.
+		for k := 0; !ok && k < natEvictTries && e.evictHalfOpen(); k++ {
+			pi, a, port, ok = e.allocNATPort(rs, proxy)
+		}
 		if !ok {
 			e.ctr.ruleAdd(rs.slot, rPktDropped, p.IPLen)
 			e.ctr.ruleAdd(rs.slot, rNoPortPktDropped, p.IPLen)
@@ -87,6 +111,9 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
 	c.ipDelta = csumAdd(csumDeltaAddr(c.orig.src, c.xlat.src), csumDeltaAddr(c.orig.dst, c.xlat.dst))
 	c.l4Delta = csumAdd(c.ipDelta, csumAdd(csumDelta16(c.orig.sport, c.xlat.sport), csumDelta16(c.orig.dport, c.xlat.dport)))
 	ci, ist := e.conns.insert(&c, h, rs.slot, e.now)
+	if ist == insertFull && e.evictHalfOpen() {
+		ci, ist = e.conns.insert(&c, h, rs.slot, e.now)
+	}
 	if ist != insertOK {
 		if arena >= 0 {
 			e.nat.put(arena, c.xlat.sport)
@@ -108,29 +135,40 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
 	if status == chooseOK {
 		rs.advance(si)
 	}
-	// The entry exists from here on even if the next hop is not resolved yet: the packet is
-	// dropped then, and its retransmission follows the entry to the same server once ARP/NDP
-	// answers, as Solaris' IP would have queued it for that server.
+	// The entry exists from here on even if the next hop is not resolved yet: the packet then
+	// waits in the hold queue for ARP/NDP, as Solaris' IP would have queued it.
 	return e.forwardConn(frame, p, ci, dirC2S)
 }
 
+// natEvictTries bounds the half-open entries a new full-NAT connection evicts to free a port.
+const natEvictTries = 16
+
+// routeStatus says whether a next hop was found and its MAC is known.
+type routeStatus uint8
+
+const (
+	routeOK         routeStatus = iota
+	routeNone                   // no route: counted and dropped
+	routeUnresolved             // the next hop's MAC is being resolved: the caller holds the packet
+)
+
 // routeConn finds the out port and next-hop MAC for a packet of c travelling in dir toward dst.
 // The next hop's neighbour slot is cached in the entry, so an established flow skips the route
-// lookup and the neighbour hash probe. On failure the reason is counted (and a resolution
-// scheduled on a neighbour miss); the caller drops the packet.
-func (e *Engine) routeConn(c *conn, dir int, dst addr, frame []byte) (uint16, [6]byte, bool) {
+// lookup and the neighbour hash probe. Without a route the reason is counted; on a neighbour
+// miss a resolution is scheduled and the next hop noted for hold.
+func (e *Engine) routeConn(c *conn, dir int, dst addr, frame []byte) (uint16, [6]byte, routeStatus) {
 	if c.nhEpoch != e.neigh.epoch {
 		c.nh, c.nhEpoch = [2]uint32{}, e.neigh.epoch
 	}
 	if s := c.nh[dir]; s != 0 {
 		if mac, ok := e.neighMAC(int(s - 1)); ok {
-			return e.neigh.slots[s-1].port, mac, true
+			return e.neigh.slots[s-1].port, mac, routeOK
 		}
 	}
 	out, nh, ok := e.nextHop(dst)
 	if !ok {
 		e.drop(gNoRoute, frame)
-		return 0, [6]byte{}, false
+		return 0, [6]byte{}, routeNone
 	}
 	i, mac, ok := e.resolve(nh, out)
 	if c.nhEpoch != e.neigh.epoch { // resolve recycled a slot: other cached slots may be stale
@@ -138,10 +176,10 @@ func (e *Engine) routeConn(c *conn, dir int, dst addr, frame []byte) (uint16, [6
 	}
 	c.nh[dir] = uint32(i) + 1
 	if !ok {
-		e.count(gDropped)
-		return 0, [6]byte{}, false
+		e.holdNH = nh
+		return out, [6]byte{}, routeUnresolved
 	}
-	return out, mac, true
+	return out, mac, routeOK
 }
 
 // rewrite applies c's translation for direction dir to a TCP/UDP packet in place, decrements the

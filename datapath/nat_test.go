@@ -9,7 +9,26 @@ import (
 )
 
 // connect sends a client SYN from sport and returns the server index it was balanced to.
+// connect opens a half-NAT connection from the client's port sport with a whole handshake
+// (SYN, the server's SYN+ACK, the client's ACK), so the entry is established, and returns the
+// index of the server it went to.
 func connect(t *testing.T, h *harness, sport uint16) int {
+	t.Helper()
+	i := connectSYN(t, h, sport)
+	synAck := fromServer(i, sport, TCPSyn|TCPAck)
+	if r, _ := h.process(synAck.build(t), 1); r.Action != ActionForward {
+		t.Fatalf("SYN+ACK to %d: %+v", sport, r)
+	}
+	ack := client(sport, TCPAck)
+	ack.seq, ack.ack = 1001, synAck.seq+1
+	if r, _ := h.process(ack.build(t), 0); r.Action != ActionForward {
+		t.Fatalf("ACK from %d: %+v", sport, r)
+	}
+	return i
+}
+
+// connectSYN sends only the client's SYN from port sport: the entry stays half-open.
+func connectSYN(t *testing.T, h *harness, sport uint16) int {
 	t.Helper()
 	r, out := h.process(client(sport, TCPSyn).build(t), 0)
 	if r.Action != ActionForward {
@@ -27,7 +46,7 @@ func TestHalfNATTCPRoundRobin(t *testing.T) {
 	chosen := make(map[uint16]int)
 	var per [3]int
 	for sport := uint16(10000); sport < 10300; sport++ {
-		i := connect(t, h, sport)
+		i := connectSYN(t, h, sport)
 		chosen[sport] = i
 		per[i]++
 	}
@@ -214,14 +233,15 @@ func TestUnmatchedAndLocalPass(t *testing.T) {
 	}
 }
 
-func TestRSTRemovesEntry(t *testing.T) {
+// A RST does not end an entry at once: it starts a short closing state in which the flow keeps
+// its server. After a real reset nothing follows and the entry goes at the half-open timeout; a
+// blind RST (any sequence number, from anyone who knows the endpoints) is followed by the
+// flow's next segment, which finds the same server and makes the entry established again.
+func TestRSTClosingState(t *testing.T) {
 	for _, fromClient := range []bool{true, false} {
 		h := newHarness(t, 64, defaultRules())
 		h.learnNeighbours()
-		connect(t, h, 1000)
-		if h.e.conns.count() != 1 {
-			t.Fatal("no entry after SYN")
-		}
+		connect(t, h, 1000) // server 0
 		var r Result
 		if fromClient {
 			r, _ = h.process(client(1000, TCPRst).build(t), 0)
@@ -231,17 +251,54 @@ func TestRSTRemovesEntry(t *testing.T) {
 		if r.Action != ActionForward {
 			t.Fatalf("RST not forwarded: %+v", r)
 		}
-		if n := h.e.conns.count(); n != 0 {
-			t.Fatalf("client RST %v: %d entries left", fromClient, n)
+		ci := int32(h.e.conns.hoHead)
+		if n := h.e.conns.count(); n != 1 || ci < 0 || h.e.conns.entries[ci].state != connClosing {
+			t.Fatalf("RST from client %v: %d entries, half-open head %d, want one closing entry", fromClient, n, ci)
 		}
-		// The server's late packet no longer matches; the client's next SYN is a new connection.
+		// Nothing follows a real reset: the entry goes at the half-open timeout, and the
+		// client's next SYN is a new connection, to the next server.
+		h.advance(DefaultHalfOpenTimeout + time.Millisecond)
+		h.burst()
+		if n := h.e.conns.count(); n != 0 {
+			t.Fatalf("%d entries after the closing timeout", n)
+		}
 		if r, _ := h.process(fromServer(0, 1000, TCPAck).build(t), 1); r.Action != ActionPass {
-			t.Fatalf("reply after RST: %+v", r)
+			t.Fatalf("reply after the entry ended: %+v", r)
 		}
 		if i := connect(t, h, 1000); i != 1 {
 			t.Fatalf("new connection went to server %d, want the next one", i)
 		}
+		h.burst()
+		if g := h.stats().Global; g.ConnReset != 1 || g.HalfOpenExpired != 1 {
+			t.Fatalf("ConnReset %d HalfOpenExpired %d, want 1 1", g.ConnReset, g.HalfOpenExpired)
+		}
 	}
+}
+
+func TestBlindRSTKeepsServer(t *testing.T) {
+	h := newHarness(t, 64, defaultRules())
+	h.learnNeighbours()
+	for sp := uint16(1000); sp < 1003; sp++ {
+		connect(t, h, sp) // servers 0, 1, 2
+	}
+	// An attacker who guessed the endpoints resets the first connection with a made-up sequence.
+	blind := client(1000, TCPRst)
+	blind.seq = 0xdeadbeef
+	h.process(blind.build(t), 0)
+	// The client's next segment still reaches server 0 (round robin would pick server 0 again
+	// only by chance: its next choice is server 0 after three, so move it on first).
+	connectSYN(t, h, 2000) // server 0
+	r, out := h.process(client(1000, TCPAck).build(t), 0)
+	expectForward(t, r, out, 1, serverMAC[0], clientAddr, serverAddr[0], 1000, 8080, 63)
+	ci, _ := h.e.conns.lookup(addrFromNetip(clientAddr), addrFromNetip(vip), 1000, 80, ProtoTCP,
+		h.e.conns.hash(addrFromNetip(clientAddr), addrFromNetip(vip), 1000, 80, ProtoTCP))
+	if ci < 0 || h.e.conns.entries[ci].state != connEstablished {
+		t.Fatal("the flow's segment after a blind RST did not restore the entry")
+	}
+	// Long after the closing timeout the flow still lives with its own server.
+	h.advance(60 * time.Second)
+	r, out = h.process(fromServer(0, 1000, TCPAck).build(t), 1)
+	expectForward(t, r, out, 0, gwMAC, vip, clientAddr, 80, 1000, 63)
 }
 
 func TestFINFINACKRemovesEntry(t *testing.T) {
@@ -369,7 +426,7 @@ func TestConnTableFull(t *testing.T) {
 	if rs := h.rule(ruleWeb); rs.NoMemPktDropped != 1 || rs.NoMemBytesDropped != 40 {
 		t.Fatalf("rule %+v", rs.RuleCounters)
 	}
-	// Freeing one makes room again.
+	// A reset connection is no longer established: it is evicted to make room.
 	h.process(client(1000, TCPRst).build(t), 0)
 	connect(t, h, 1004)
 }
@@ -418,14 +475,16 @@ func TestSnapshotSwapKeepsConnections(t *testing.T) {
 	if r, _ := h.process(client(1002, TCPSyn).build(t), 0); r.Action != ActionPass {
 		t.Fatalf("new flow to a deleted rule: %+v", r)
 	}
-	// Its counters remain while it drains...
+	// Its counters remain while it drains (two handshakes of three packets, then one each)...
 	rs := h.rule(ruleWeb)
-	if !rs.Draining || rs.PktProcessed != 4 {
+	if !rs.Draining || rs.PktProcessed != 8 {
 		t.Fatalf("draining rule stats %+v", rs)
 	}
-	// ...and go once its last connection is gone.
+	// ...and go once its last connection is gone: reset, then gone at the closing timeout.
 	h.process(client(1000, TCPRst).build(t), 0)
 	h.process(client(1001, TCPRst).build(t), 0)
+	h.advance(DefaultHalfOpenTimeout + time.Millisecond)
+	h.burst()
 	for _, r := range h.stats().Rules {
 		if r.ID == ruleWeb {
 			t.Fatal("deleted rule still listed after its connections ended")
@@ -437,16 +496,16 @@ func TestSnapshotSwapKeepsConnections(t *testing.T) {
 	h.setRules(rules2)
 	connect(t, h, 3000)
 	h.burst()
-	if rs := h.rule(10); rs.PktProcessed != 1 || rs.Name != "web" {
+	if rs := h.rule(10); rs.PktProcessed != 3 || rs.Name != "web" {
 		t.Fatalf("new rule stats %+v", rs)
 	}
 }
 
-func TestVLANAndIPOptions(t *testing.T) {
+func TestIPOptionsAndPadding(t *testing.T) {
 	h := newHarness(t, 64, defaultRules())
 	h.learnNeighbours()
 	p := client(1000, TCPSyn)
-	p.vlan, p.ipOptions, p.payload, p.tailPad = 42, true, []byte("xyz"), 7
+	p.ipOptions, p.payload, p.tailPad = true, []byte("xyz"), 7
 	frame := p.build(t)
 	r, out := h.process(frame, 0)
 	if r.Len != len(frame) {
@@ -457,9 +516,50 @@ func TestVLANAndIPOptions(t *testing.T) {
 	if d.ip.IHL != 6 || len(d.ip.Options) == 0 {
 		t.Fatalf("IHL %d", d.ip.IHL)
 	}
-	if out[12] != 0x81 || out[13] != 0x00 || out[15] != 42 {
-		t.Fatal("VLAN tag not kept")
+}
+
+// The ports are untagged: a tagged frame, whatever it carries, is counted and dropped, so a tag
+// is never carried onto another port (another segment, another VLAN).
+func TestVLANTaggedDropped(t *testing.T) {
+	h := newHarness(t, 64, defaultRules())
+	h.learnNeighbours()
+	syn := client(1000, TCPSyn)
+	syn.vlan = 42
+	if r, _ := h.process(syn.build(t), 0); r.Action != ActionDrop {
+		t.Fatalf("tagged SYN: %+v, want drop", r)
 	}
+	connect(t, h, 1001)
+	ack := client(1001, TCPAck)
+	ack.vlan = 7
+	if r, _ := h.process(ack.build(t), 0); r.Action != ActionDrop {
+		t.Fatalf("tagged segment of a connection: %+v, want drop", r)
+	}
+	reply := fromServer(0, 1001, TCPAck)
+	reply.vlan = 7
+	if r, _ := h.process(reply.build(t), 1); r.Action != ActionDrop {
+		t.Fatalf("tagged reply: %+v, want drop", r)
+	}
+	if r, _ := h.process(arpRequestTagged(t, 9), 0); r.Action != ActionDrop {
+		t.Fatalf("tagged ARP: %+v, want drop", r)
+	}
+	if h.e.conns.count() != 1 {
+		t.Fatalf("%d entries, want only the untagged connection", h.e.conns.count())
+	}
+	h.burst()
+	st := h.stats()
+	if st.Global.VLANDropped != 4 || st.Ports[0].VLANDropped != 3 || st.Ports[1].VLANDropped != 1 {
+		t.Fatalf("VLANDropped global %d, ports %+v; want 4, 3 and 1", st.Global.VLANDropped, st.Ports)
+	}
+}
+
+// arpRequestTagged is an ARP request for the VIP carrying 802.1Q tag vid.
+func arpRequestTagged(t *testing.T, vid uint16) []byte {
+	t.Helper()
+	f := arpRequest(t, gwMAC, gwAddr, vip)
+	tagged := make([]byte, 0, len(f)+VLANTagSize)
+	tagged = append(tagged, f[:12]...)
+	tagged = append(tagged, 0x81, 0x00, byte(vid>>8), byte(vid))
+	return append(tagged, f[12:]...)
 }
 
 func TestFragmentToVIPDropped(t *testing.T) {

@@ -40,6 +40,7 @@ type neighbour struct {
 	state     neighState
 	flags     uint8
 	tries     uint8 // requests sent since the last confirmation
+	held      uint8 // frames in the hold queue waiting for this MAC
 }
 
 // neighTable is the cache storage.
@@ -127,6 +128,10 @@ func (e *Engine) learn(ip addr, p uint16, mac [6]byte, create bool) {
 	n.confirmed = e.now
 	n.tries = 0
 	n.flags &^= neighUsed
+	if n.held > 0 {
+		n.held = 0
+		e.releaseHeld(ip, p, mac)
+	}
 }
 
 // glean records the MAC of a client on a connected subnet from the frame that opens its
@@ -146,7 +151,7 @@ func (e *Engine) glean(ip addr, p uint16, mac [6]byte) {
 }
 
 // resolve returns the neighbour slot of next hop nh on port p and, if known and fresh, its MAC.
-// On a miss it schedules an ARP request and counts the miss; the caller drops the packet.
+// On a miss it schedules an ARP request and counts the miss; the caller holds the packet.
 func (e *Engine) resolve(nh addr, p uint16) (int, [6]byte, bool) {
 	i := e.neigh.find(nh, p)
 	if i < 0 {

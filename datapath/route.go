@@ -6,6 +6,8 @@ type port struct {
 	addrs  []uint32 // IPv4 interface addresses
 	addrs6 []addr   // IPv6 interface addresses (global or configured link-local)
 	ll6    addr     // the EUI-64 link-local address derived from the MAC, answered in NDP
+	// sampleIn counts down the TCP/UDP packets received until the next checksum sample.
+	sampleIn uint32
 }
 
 // connectedNet is an IPv4 subnet directly reachable through a port, from its interface prefixes.

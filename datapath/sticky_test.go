@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -73,24 +74,28 @@ func TestPersistenceSameServerAcrossFlows(t *testing.T) {
 // The mapping lives while connections hold it and persist-timeout after the last one ends.
 func TestPersistenceExpiry(t *testing.T) {
 	h := newWorld(t, stickyRules(32, ruleWeb), nil)
-	first := balance(t, h, clientAddr, vip, 1000) // server 0
-	h.advance(200 * time.Second)                  // longer than persist-timeout, but a connection holds it
-	rst := client(1000, TCPAck)
-	h.process(rst.build(t), 0) // keeps the connection alive too
+	c2s, s2c := establishFlow(t, h, pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vip, sport: 1000, dport: 80, seq: 1000})
+	first := serverIndex(t, net.IP(s2c.src.AsSlice())) // server 0
+	h.advance(200 * time.Second)                       // longer than persist-timeout, but a connection holds it
+	h.process(c2s.build(t), 0)                         // keeps the connection alive too
 	if i := balance(t, h, clientAddr, vip, 1001); i != first {
 		t.Fatalf("held mapping lost: %d", i)
 	}
 	for _, sp := range []uint16{1000, 1001} {
 		h.process(client(sp, TCPRst).build(t), 0)
 	}
+	h.advance(DefaultHalfOpenTimeout + time.Millisecond) // reset entries close at the half-open timeout
+	h.burst()
 	if h.e.conns.count() != 0 {
 		t.Fatal("connections left")
 	}
-	h.advance(59 * time.Second)
+	h.advance(59*time.Second - DefaultHalfOpenTimeout)
 	if i := balance(t, h, clientAddr, vip, 1002); i != first {
 		t.Fatalf("within persist-timeout went to %d", i)
 	}
 	h.process(client(1002, TCPRst).build(t), 0)
+	h.advance(DefaultHalfOpenTimeout + time.Millisecond)
+	h.burst()
 	h.advance(61 * time.Second)
 	h.learnWorld() // neighbours unconfirmed for 5 minutes would expire
 	if i := balance(t, h, clientAddr, vip, 1003); i != first+1 {
@@ -98,6 +103,8 @@ func TestPersistenceExpiry(t *testing.T) {
 	}
 	// The sweep removes mappings nobody looks up again.
 	h.process(client(1003, TCPRst).build(t), 0)
+	h.advance(DefaultHalfOpenTimeout + time.Millisecond)
+	h.burst()
 	h.advance(61 * time.Second)
 	h.learnWorld()
 	h.scan()

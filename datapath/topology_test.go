@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ilbgo/ilb/rules"
 )
@@ -82,8 +83,9 @@ func TestGoldenEveryTopology(t *testing.T) {
 		t.Run(c.String(), func(t *testing.T) {
 			h := newWorld(t, roundRobinWorld(), nil)
 			cl, v, sv, px, vport, sport := c.endpoints()
+			// A SYN with data (TCP Fast Open's shape): it opens the connection.
 			in := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: cl, dst: v, sport: 40000, dport: vport, udp: c.udp,
-				flags: TCPPsh | TCPAck, seq: 1000, ack: 2000, payload: []byte("hello, server")}
+				flags: TCPSyn | TCPPsh, seq: 1000, payload: []byte("hello, server")}
 			// What the server must see.
 			want := in
 			want.srcMAC, want.dstMAC, want.ttl = port1MAC, serverMAC[0], 63
@@ -253,16 +255,10 @@ func TestFullNATProxyRoundRobinAndPorts(t *testing.T) {
 	}
 }
 
-// Port exhaustion: with a share of two ports (30000 workers), the third connection is dropped
-// and counted as noport; a closed connection's port is reused.
+// Port exhaustion: with a share of two ports (30000 workers), a third connection is dropped and
+// counted as noport while both are established; a reset connection's port is reused.
 func TestFullNATPortExhaustionAndReturn(t *testing.T) {
-	rs := worldRules()
-	for i := range rs {
-		if rs[i].ID == ruleNAT {
-			rs[i].ProxySrc = proxy4[:1]
-		}
-	}
-	h := newWorld(t, rs, func(c *Config) { c.WorkerCount, c.WorkerIndex = 30000, 7 })
+	h := newWorld(t, twoPortRules(), func(c *Config) { c.WorkerCount, c.WorkerIndex = 30000, 7 })
 	// Worker 7 of 30000 owns ports 30007 and 60007.
 	for k, port := range []uint16{30007, 60007} {
 		p := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vipNAT, sport: uint16(5000 + k), dport: 80, flags: TCPSyn}
@@ -271,6 +267,13 @@ func TestFullNATPortExhaustionAndReturn(t *testing.T) {
 		if FullNATPortOwner(port, 30000) != 7 {
 			t.Fatalf("owner of %d is %d", port, FullNATPortOwner(port, 30000))
 		}
+		back := pkt{srcMAC: serverMAC[k], dstMAC: port1MAC, src: serverAddr[k], dst: proxy4[0], sport: 8080, dport: port, flags: TCPSyn | TCPAck, seq: 5000}
+		h.process(back.build(t), 1)
+		p.flags, p.seq, p.ack = TCPAck, 1, 5001
+		h.process(p.build(t), 0)
+	}
+	if h.e.conns.hoCount != 0 {
+		t.Fatalf("%d entries not established", h.e.conns.hoCount)
 	}
 	p := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vipNAT, sport: 5002, dport: 80, flags: TCPSyn}
 	if r, _ := h.process(p.build(t), 0); r.Action != ActionDrop {
@@ -284,12 +287,62 @@ func TestFullNATPortExhaustionAndReturn(t *testing.T) {
 	if h.e.conns.count() != 2 {
 		t.Fatalf("%d entries", h.e.conns.count())
 	}
-	// The server resets the first connection: its port returns to the arena and is reused.
+	// The server resets the first connection: it is closing, so the next connection evicts it
+	// and reuses its port.
 	rst := pkt{srcMAC: serverMAC[0], dstMAC: port1MAC, src: serverAddr[0], dst: proxy4[0], sport: 8080, dport: 30007, flags: TCPRst | TCPAck}
 	r, out := h.process(rst.build(t), 1)
 	expectForward(t, r, out, 0, gwMAC, vipNAT, clientAddr, 80, 5000, 63)
 	r, out = h.process(p.build(t), 0)
 	expectForward(t, r, out, 1, serverMAC[2], proxy4[0], serverAddr[2], 30007, 8080, 63)
+}
+
+// twoPortRules are the world's rules with a single proxy-src address for the full-NAT rule.
+func twoPortRules() []rules.SnapRule {
+	rs := worldRules()
+	for i := range rs {
+		if rs[i].ID == ruleNAT {
+			rs[i].ProxySrc = proxy4[:1]
+		}
+	}
+	return rs
+}
+
+// A SYN flood's half-open entries cannot hold full-NAT ports hostage: a new connection that
+// finds the ports exhausted evicts the oldest half-open entry and takes its port, and when the
+// flood stops its entries, and their ports, go at the half-open timeout.
+func TestHalfOpenFullNATPortsReturn(t *testing.T) {
+	h := newWorld(t, twoPortRules(), func(c *Config) { c.WorkerCount, c.WorkerIndex = 30000, 7 })
+	syn := func(sport uint16) (Result, []byte) {
+		p := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vipNAT, sport: sport, dport: 80, flags: TCPSyn}
+		return h.process(p.build(t), 0)
+	}
+	syn(5000) // port 30007
+	syn(5001) // port 60007
+	r, out := syn(5002)
+	expectForward(t, r, out, 1, serverMAC[2], proxy4[0], serverAddr[2], 30007, 8080, 63)
+	h.burst()
+	if g := h.stats().Global; g.HalfOpenEvicted != 1 || g.NoPort != 0 {
+		t.Fatalf("HalfOpenEvicted %d NoPort %d, want 1 0", g.HalfOpenEvicted, g.NoPort)
+	}
+	// 5000's entry is gone: its retransmitted SYN is a new connection.
+	if ci, _ := h.e.conns.lookup(addrFromNetip(clientAddr), addrFromNetip(vipNAT), 5000, 80, ProtoTCP,
+		h.e.conns.hash(addrFromNetip(clientAddr), addrFromNetip(vipNAT), 5000, 80, ProtoTCP)); ci >= 0 {
+		t.Fatal("the oldest half-open entry survived")
+	}
+	// The flood stops: at the half-open timeout both entries and both ports are free again.
+	h.advance(DefaultHalfOpenTimeout + time.Millisecond)
+	h.burst()
+	if n := h.e.conns.count(); n != 0 {
+		t.Fatalf("%d entries after the half-open timeout", n)
+	}
+	for _, a := range h.e.nat.arenas {
+		if a.live && a.inUse != 0 {
+			t.Fatalf("arena %v: %d ports still in use", a.addr.netip(), a.inUse)
+		}
+	}
+	if g := h.stats().Global; g.HalfOpenExpired != 2 {
+		t.Fatalf("HalfOpenExpired %d, want 2", g.HalfOpenExpired)
+	}
 }
 
 // Full NAT needs no route back through the load balancer, so a client on the servers' own
