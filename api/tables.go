@@ -21,6 +21,23 @@ type Statistics struct {
 	FragIn      uint64           `json:"ip_frag_in"`
 	FragDropped uint64           `json:"ip_frag_dropped"`
 	Rules       []RuleStatistics `json:"rules"`
+	// Counters are the data plane's own counters by name (the snake_case names of
+	// datapath.GlobalCounters, e.g. "tcp_no_conn", "half_open_evicted"), summed over the
+	// workers; absent without a data plane.
+	Counters map[string]uint64 `json:"counters,omitempty"`
+	// Ports are the data plane's per-port counters, in the order of the settings file.
+	Ports []PortStatistics `json:"ports,omitempty"`
+}
+
+// PortStatistics are one data-plane port's counters.
+type PortStatistics struct {
+	Name string `json:"name"` // the DPDK device name
+	// ChecksumSampled counts the received TCP/UDP packets whose checksum the engine
+	// verified (one in 64), ChecksumBad those of them that were wrong: a sign of an
+	// offload that left checksums incomplete.
+	ChecksumSampled uint64 `json:"checksum_sampled"`
+	ChecksumBad     uint64 `json:"checksum_bad"`
+	VLANDropped     uint64 `json:"vlan_dropped"` // tagged frames on the untagged port
 }
 
 // RuleStatistics are one rule instance's counters (Solaris' rulestat kstat). A deleted

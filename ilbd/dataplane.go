@@ -40,8 +40,8 @@ type dataplane struct {
 	// once per port and iteration, anyone may read it.
 	exc []exceptionCounters
 	// names and tapNames are the ports' device names and their exception interfaces
-	// ("" without one), index as ports.
-	names, tapNames []string
+	// ("" without one), index as ports; devices the whole device arguments.
+	names, tapNames, devices []string
 	// restore undoes the changes made to kernel interfaces ilbd did not create.
 	restore []func()
 
@@ -90,26 +90,33 @@ func startDataplane(s *Settings, snap *atomic.Pointer[rules.Snapshot], logger *l
 	if err := checkExceptionHost(s); err != nil {
 		return nil, err
 	}
+	// Offloads of kernel-backed ports (offload.go): off before EAL opens the PMDs' sockets;
+	// undone by close() through dp.restore, or here if start-up fails before dp exists.
+	undoOffloads := kernelPortOffloads(s.Ports, logger)
 	if err := dpdk.Init(ealArgs(s)); err != nil {
+		undoOffloads()
 		return nil, fmt.Errorf("EAL: %w", err)
 	}
 	workers := dpdk.WorkerLcores()
 	if len(workers) == 0 {
 		dpdk.Cleanup()
+		undoOffloads()
 		return nil, fmt.Errorf("EAL arguments give no worker lcore (use e.g. -l 0-1)")
 	}
-	dp := &dataplane{log: logger, exc: make([]exceptionCounters, len(s.Ports))}
+	dp := &dataplane{log: logger, exc: make([]exceptionCounters, len(s.Ports)), restore: []func(){undoOffloads}}
 	for i, ps := range s.Ports {
 		tap, _ := s.TapName(i)
 		dp.names, dp.tapNames = append(dp.names, ps.Name()), append(dp.tapNames, tap)
+		dp.devices = append(dp.devices, ps.Device)
 	}
 	var err error
 	dp.pool, err = dpdk.NewPktPool("ilbd_pkts", poolMbufs, poolCache, mbufRoom, -1)
 	if err != nil {
 		dpdk.Cleanup()
+		undoOffloads()
 		return nil, fmt.Errorf("mbuf pool: %w", err)
 	}
-	cfg := datapath.Config{Snapshot: snap, ConnCapacity: s.ConnTable}
+	cfg := datapath.Config{Snapshot: snap, ConnCapacity: s.ConnTable, HalfOpenTimeout: s.HalfOpenTimeout, NoEvict: s.ConnFullDrop}
 	for _, ps := range s.Ports {
 		port, err := dpdk.PortByName(ps.Name())
 		if err != nil {
@@ -379,11 +386,13 @@ func (dp *dataplane) poll(w *worker, now int64) int {
 			c.FromKernelDropped.Add(fromKDrop)
 		}
 	}
-	if now-w.lastControl >= controlGap {
+	dp.engine.EndBurst()
+	// Held packets whose next hop answered leave at once; resolution requests at least
+	// every controlGap.
+	if now-w.lastControl >= controlGap || dp.engine.ControlPending() {
 		w.lastControl = now
 		dp.sendControl(io, &w.spare)
 	}
-	dp.engine.EndBurst()
 	return got
 }
 
@@ -408,7 +417,8 @@ func (dp *dataplane) flush(w *worker) {
 	}
 }
 
-// sendControl transmits the frames the engine wants to originate (ARP requests).
+// sendControl transmits the frames the engine wants to originate: held packets released
+// by their next hop's answer, ARP requests and neighbor solicitations.
 func (dp *dataplane) sendControl(io *dpdk.IO, spare *[1]*dpdk.Mbuf) {
 	for k := 0; k < 16; k++ {
 		if spare[0] == nil {

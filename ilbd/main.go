@@ -48,6 +48,8 @@ func run(args []string) int {
 		eal, gateway, adminGroup      string
 		exception                     string
 		ports                         multiFlag
+		// Settings of the connection table, one value each, as in the settings file.
+		connFlags = map[string]*string{"conn-table": new(string), "half-open-timeout": new(string), "conn-full": new(string)}
 	)
 	fs.BoolVar(&debug, "d", false, "stay in the foreground and log to stderr")
 	fs.BoolVar(&debugLong, "debug", false, "same as -d")
@@ -60,6 +62,9 @@ func run(args []string) int {
 	fs.StringVar(&gateway, "gateway", "", "default gateways of the data plane: one IPv4 and/or one IPv6 address, space separated")
 	fs.StringVar(&exception, "exception", "", "exception path to the host's kernel through a TAP per port: on or off")
 	fs.StringVar(&adminGroup, "admin-group", "", "group whose members may change the configuration")
+	fs.StringVar(connFlags["conn-table"], "conn-table", "", "connection entries per worker (default 262144)")
+	fs.StringVar(connFlags["half-open-timeout"], "half-open-timeout", "", "seconds a connection may stay half-open, or closing after a RST (default 5)")
+	fs.StringVar(connFlags["conn-full"], "conn-full", "", "when the connection table is full: evict (the oldest half-open entry) or drop (the new connection)")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		// Asked for help: usage on stdout, success; a bad option: usage on stderr, failure.
 		out, status := os.Stderr, 1
@@ -121,6 +126,13 @@ func run(args []string) int {
 				return err
 			}
 		}
+		for _, k := range []string{"conn-table", "half-open-timeout", "conn-full"} {
+			if v := *connFlags[k]; v != "" {
+				if err := s.set(k, []string{v}); err != nil {
+					return err
+				}
+			}
+		}
 		return nil
 	}()
 	if flagErr != nil {
@@ -178,6 +190,9 @@ func serve(s *Settings, logger *log.Logger) error {
 	svc := &api.Service{Mgr: mgr, AdminGroup: s.AdminGroup, Log: logger, Health: checker}
 	if dp != nil {
 		svc.Tables = tables{dp}
+		stopWatch := make(chan struct{})
+		go dp.watchChecksums(stopWatch)
+		defer close(stopWatch)
 	}
 	done := make(chan error, 1)
 	go func() { done <- api.Serve(l, svc.Handle) }()

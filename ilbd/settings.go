@@ -10,6 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/ilbgo/ilb/datapath"
 )
 
 // DefaultSettingsFile is read when -f is not given; it may be absent.
@@ -65,6 +68,12 @@ type Settings struct {
 	AdminGroup string
 	// ConnTable is the number of connection entries per data-plane worker.
 	ConnTable int
+	// HalfOpenTimeout is how long a connection entry may stay half-open (no completed
+	// handshake, or no UDP reply) and how long one lingers after a RST.
+	HalfOpenTimeout time.Duration
+	// ConnFullDrop refuses new connections when the table is full ("conn-full drop")
+	// instead of evicting the least recently active half-open entry ("conn-full evict").
+	ConnFullDrop bool
 	// NoException turns the exception path (a TAP per port to the host's kernel) off
 	// for every port that does not turn it on itself ("exception off").
 	NoException bool
@@ -128,6 +137,28 @@ func (s *Settings) set(key string, args []string) error {
 			s.ConnTable, err = strconv.Atoi(v)
 			if err == nil && s.ConnTable < 1024 {
 				err = errors.New("conn-table must be at least 1024")
+			}
+		}
+	case "half-open-timeout":
+		var v string
+		if v, err = one(); err == nil {
+			var n int
+			n, err = strconv.Atoi(v)
+			if err != nil || n < 1 || n > 3600 {
+				err = fmt.Errorf("half-open-timeout must be a number of seconds from 1 to 3600, not %q", v)
+			}
+			s.HalfOpenTimeout = time.Duration(n) * time.Second
+		}
+	case "conn-full":
+		var v string
+		if v, err = one(); err == nil {
+			switch v {
+			case "evict":
+				s.ConnFullDrop = false
+			case "drop":
+				s.ConnFullDrop = true
+			default:
+				err = fmt.Errorf("conn-full must be evict or drop, not %q", v)
 			}
 		}
 	case "exception":
@@ -253,7 +284,7 @@ func (s *Settings) checkTaps() error {
 
 // loadSettings reads the settings file: the default one may be missing, an explicit one not.
 func loadSettings(path string, explicit bool) (*Settings, error) {
-	s := &Settings{Store: DefaultStore, AdminGroup: "ilbadm", ConnTable: 1 << 18}
+	s := &Settings{Store: DefaultStore, AdminGroup: "ilbadm", ConnTable: 1 << 18, HalfOpenTimeout: datapath.DefaultHalfOpenTimeout}
 	err := parseSettings(path, s)
 	if err != nil && !(errors.Is(err, fs.ErrNotExist) && !explicit) {
 		return nil, err

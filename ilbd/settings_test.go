@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func settingsFrom(t *testing.T, text string) (*Settings, error) {
@@ -129,5 +130,30 @@ func TestSettingsExample(t *testing.T) {
 	}
 	if err := s.checkTaps(); err != nil {
 		t.Error(err)
+	}
+	if s.ConnTable != 262144 || s.HalfOpenTimeout != 5*time.Second || s.ConnFullDrop {
+		t.Errorf("connection table settings %d %v %v", s.ConnTable, s.HalfOpenTimeout, s.ConnFullDrop)
+	}
+}
+
+func TestConnTableSettings(t *testing.T) {
+	s, err := settingsFrom(t, "conn-table 4096\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ConnTable != 4096 || s.HalfOpenTimeout != 5*time.Second || s.ConnFullDrop {
+		t.Fatalf("defaults: %d entries, half-open %v, drop %v", s.ConnTable, s.HalfOpenTimeout, s.ConnFullDrop)
+	}
+	s, err = settingsFrom(t, "half-open-timeout 12\nconn-full drop\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.HalfOpenTimeout != 12*time.Second || !s.ConnFullDrop {
+		t.Fatalf("half-open %v, drop %v", s.HalfOpenTimeout, s.ConnFullDrop)
+	}
+	for _, bad := range []string{"half-open-timeout 0", "half-open-timeout 5s", "half-open-timeout 3601", "conn-full lru", "conn-table 100", "conn-full"} {
+		if _, err := settingsFrom(t, bad+"\n"); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }

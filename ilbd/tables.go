@@ -1,7 +1,10 @@
 package main
 
 import (
+	"reflect"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/ilbgo/ilb/api"
 	"github.com/ilbgo/ilb/compat"
@@ -21,7 +24,14 @@ type tables struct {
 // Statistics converts the engine's counters to the kstat-like sample of api.
 func (t tables) Statistics() api.Statistics {
 	s := t.dp.engine.Stats()
-	st := api.Statistics{FragIn: s.Global.FragIn, FragDropped: s.Global.FragDropped}
+	st := api.Statistics{FragIn: s.Global.FragIn, FragDropped: s.Global.FragDropped, Counters: counterMap(&s.Global)}
+	for i, p := range s.Ports {
+		ps := api.PortStatistics{ChecksumSampled: p.ChecksumSampled, ChecksumBad: p.ChecksumBad, VLANDropped: p.VLANDropped}
+		if i < len(t.dp.names) {
+			ps.Name = t.dp.names[i]
+		}
+		st.Ports = append(st.Ports, ps)
+	}
 	for _, r := range s.Rules {
 		if !r.Draining {
 			st.NumRules++
@@ -44,6 +54,40 @@ func (t tables) Statistics() api.Statistics {
 	}
 	return st
 }
+
+// counterMap lists every global counter of the engine under the snake_case form of its field
+// name, so a new counter reaches the control socket without being copied by hand.
+func counterMap(g *datapath.GlobalCounters) map[string]uint64 {
+	v := reflect.ValueOf(g).Elem()
+	m := make(map[string]uint64, v.NumField())
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Field(i); f.Kind() == reflect.Uint64 {
+			m[snakeCase(v.Type().Field(i).Name)] = f.Uint()
+		}
+	}
+	return m
+}
+
+// snakeCase turns a Go field name into snake_case: "TCPNoConn" → "tcp_no_conn",
+// "ICMPEchoReplies" → "icmp_echo_replies", "BadIPv4Checksum" → "bad_ipv4_checksum".
+func snakeCase(name string) string {
+	r := []rune(ipVersionWords.Replace(name))
+	var b strings.Builder
+	for i, c := range r {
+		if i > 0 && unicode.IsUpper(c) {
+			prev := r[i-1]
+			nextLower := i+1 < len(r) && unicode.IsLower(r[i+1])
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) || nextLower {
+				b.WriteByte('_')
+			}
+		}
+		b.WriteRune(unicode.ToLower(c))
+	}
+	return b.String()
+}
+
+// ipVersionWords makes "IPv4" and "IPv6" one word each for snakeCase.
+var ipVersionWords = strings.NewReplacer("IPv4", "Ipv4", "IPv6", "Ipv6")
 
 // NAT asks the worker for its connection entries.
 func (t tables) NAT(max int) ([]api.NATEntry, error) {
