@@ -22,7 +22,9 @@
 //	icmp_test.go                   echo, packet too big / fragmentation needed, other ICMP
 //	exception_test.go              the exception path (TAP to the host's kernel)
 //	configonly_test.go             configuration without a data plane
+//	offload_test.go                hosts with the kernel's stock offloads: what ilbd turns off
+//	                               on its interfaces and their veth peers, and restores
 //
-// Tests that need root, `ip` or `ethtool` skip with the reason when those are missing; a
+// Tests that need root or `ip` skip with the reason when those are missing; a
 // missing bin/ilbd or bin/ilbadm is a failure (it means the build step was skipped).
 package tests

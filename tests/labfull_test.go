@@ -70,11 +70,11 @@ func TestLabSelfCheckIPv6(t *testing.T) {
 		}
 	}
 	for _, d := range []string{"lbc", "lbs", "lbc-br", "c0", "r1", "r0", "lcl", "lbs-br", "s1"} {
-		checkOffloadsOff(t, l.LBNS, d)
+		checkStockOffloads(t, l, l.LBNS, d)
 	}
-	checkOffloadsOff(t, l.RouterNS, "rt0")
-	checkOffloadsOff(t, l.RouterNS, "rt1")
-	checkOffloadsOff(t, l.LocalClientNS, "lc0")
+	checkStockOffloads(t, l, l.RouterNS, "rt0")
+	checkStockOffloads(t, l, l.RouterNS, "rt1")
+	checkStockOffloads(t, l, l.LocalClientNS, "lc0")
 
 	// Both families from the client to every server's own address (kernel routing), and
 	// from the local client on the servers' segment (no routing at all).

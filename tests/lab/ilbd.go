@@ -100,6 +100,9 @@ func (l *Lab) Settings() string {
 	if l.opts.Gateway != "" {
 		fmt.Fprintf(&b, "gateway  %s\n", l.opts.Gateway)
 	}
+	for _, line := range l.opts.ExtraSettings {
+		fmt.Fprintf(&b, "%s\n", line)
+	}
 	return b.String()
 }
 

@@ -44,7 +44,14 @@
 // once and the segments stay quiet. ilbd's port lines then carry both prefixes.
 //
 // lbc and lbs carry no kernel address (IPv6 disabled on them) so the lb namespace's kernel
-// stays quiet; ilbd owns them. In KernelRouter mode (lab self-checks only) the lb
+// stays quiet; ilbd owns them.
+//
+// Offloads are the kernel's defaults on every interface, as on hosts ilbd does not own: a
+// veth has tx checksum offload, TSO and GSO on, so the client's and the servers' kernels
+// leave TCP/UDP checksums partial and may send frames larger than the MTU. ilbd itself,
+// while it runs, turns GRO/LRO/TSO/GSO off on lbc and lbs and tx checksum offload, TSO and
+// GSO on their veth peers (cl0, or lbc-br with ReturnRouter; lbs-br), and restores them
+// when it stops cleanly (ilbd/offload.go); the lab never changes offloads. In KernelRouter mode (lab self-checks only) the lb
 // namespace's kernel instead routes between the client and server subnets.
 //
 // Every server has arp_ignore=1 and arp_announce=2 (it answers ARP only for addresses of
@@ -139,6 +146,8 @@ type Options struct {
 	EAL string
 	// Gateway, if set, adds a "gateway" line to the settings file.
 	Gateway string
+	// ExtraSettings are further settings-file lines ("conn-table 4096"), written last.
+	ExtraSettings []string
 	// ReadyTimeout bounds ilbd's start-up (default 30 s).
 	ReadyTimeout time.Duration
 	// Logf receives progress messages (default: discarded).
@@ -179,7 +188,7 @@ type Lab struct {
 var labSeq atomic.Int32
 
 // Unsupported returns a non-empty reason when this machine cannot build a namespace lab
-// (not root, or `ip`/`ethtool` missing, or no IPv6 when asked for); tests skip with it.
+// (not root, or `ip` missing, or no IPv6 when asked for); tests skip with it.
 func Unsupported(opts Options) string {
 	if opts.ConfigOnly {
 		if os.Geteuid() != 0 {
@@ -192,9 +201,6 @@ func Unsupported(opts Options) string {
 	}
 	if _, err := Tool("ip"); err != nil {
 		return "needs the ip command (iproute2): " + err.Error()
-	}
-	if _, err := Tool("ethtool"); err != nil {
-		return "needs ethtool (apt-get install -y ethtool; `make deps` does it): " + err.Error()
 	}
 	if opts.IPv6 {
 		if _, err := os.Stat("/proc/sys/net/ipv6"); err != nil {
@@ -524,20 +530,10 @@ func (l *Lab) buildTopology() error {
 		}
 	}
 
-	// Offloads off on every veth end (see disableOffloads), before any traffic.
-	for _, dev := range lbDevs {
-		if dev == "br0" || dev == "brc" {
-			continue
-		}
-		if err := disableOffloads(l.LBNS, dev); err != nil {
-			return err
-		}
-	}
-	for _, e := range endpoints {
-		if err := disableOffloads(e.ns, e.dev); err != nil {
-			return err
-		}
-	}
+	// Offloads: every interface keeps the kernel's stock settings, as on real hosts (a veth
+	// has tx checksum offload, TSO and GSO on, so senders leave checksums partial). ilbd
+	// turns them off where it must while it runs: on lbc and lbs and on their veth peers
+	// (ilbd/offload.go); the lab touches none of them.
 
 	// lb namespace: links up; lbc/lbs promiscuous, as a NIC owned by DPDK would be, so
 	// that the AF_PACKET sockets of net_af_packet see every frame whatever its MAC.

@@ -84,27 +84,6 @@ func run(timeout time.Duration, name string, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// disableOffloads turns off checksum and segmentation offloads on dev inside the named
-// namespace.
-//
-// Why: a veth "transmits" by handing the skb to its peer without ever computing anything,
-// so with offloads on, the kernel leaves TCP/UDP checksums partial (CHECKSUM_PARTIAL, only
-// the pseudo-header sum filled in) and may hand over GSO/GRO super-frames of up to 64 KiB.
-// A kernel receiver accepts those because the skb metadata says "checksum will be done",
-// but a DPDK net_af_packet port reads raw frames from an AF_PACKET socket: it would see
-// wrong checksums and frames larger than the MTU, and everything it forwards would be
-// dropped by the real receivers. With tx/tso/gso/gro off every frame is an ordinary
-// MTU-sized frame with complete checksums, as on a physical wire.
-func disableOffloads(nsName, dev string) error {
-	ethtool, err := Tool("ethtool")
-	if err != nil {
-		return err
-	}
-	_, err = run(10*time.Second, "ip", "netns", "exec", nsName,
-		ethtool, "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off")
-	return err
-}
-
 // Tool finds an administration command in $PATH or, as a non-login root shell may lack
 // them in $PATH, in /usr/sbin or /sbin.
 func Tool(name string) (string, error) {
