@@ -23,7 +23,10 @@
 //	exception_test.go              the exception path (TAP to the host's kernel)
 //	configonly_test.go             configuration without a data plane
 //	offload_test.go                hosts with the kernel's stock offloads: what ilbd turns off
-//	                               on its interfaces and their veth peers, and restores
+//	                               on its interfaces and their veth peers, and restores; 300
+//	                               TCP and 300 UDP requests through every topology and family
+//	flood_test.go                  SYN and bare-ACK floods from spoofed sources, more flows
+//	                               than the connection table holds, half-NAT and full-NAT
 //
 // Tests that need root or `ip` skip with the reason when those are missing; a
 // missing bin/ilbd or bin/ilbadm is a failure (it means the build step was skipped).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/safchain/ethtool"
 
+	"github.com/ilbgo/ilb/api"
 	"github.com/ilbgo/ilb/tests/lab"
 )
 
@@ -269,4 +270,124 @@ func l4ChecksumComplete(f []byte) (bool, string) {
 		return false, "incomplete or bad L4 checksum (tx checksum offload left on on the sender's path?)"
 	}
 	return true, ""
+}
+
+// TestStockOffloadsEveryTopology: with the kernel's stock offloads (tx checksum offload, TSO,
+// GSO) on every host ilbd does not own — the client, the servers, the return router — 300 TCP
+// and 300 UDP requests through half-NAT, full-NAT and DSR, over IPv4 and IPv6, are all
+// answered, and the engine's checksum samples find no wrong checksum on any port. (The
+// ReturnRouter lab puts a bridge between the client and ilbd, so the client's cl0 is not
+// ilbd's veth peer and keeps its offloads while ilbd runs.)
+func TestStockOffloadsEveryTopology(t *testing.T) {
+	l := newLab(t, lab.Options{IPv6: true, ReturnRouter: true})
+	hosts := [][2]string{{l.ClientNS, "cl0"}, {l.RouterNS, "rt0"}, {l.RouterNS, "rt1"}}
+	for _, s := range l.Servers {
+		hosts = append(hosts, [2]string{s.NS, "srv0"})
+	}
+	startIlbd(t, l)
+	for _, h := range hosts {
+		checkStockOffloads(t, l, h[0], h[1]) // while ilbd runs
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	const n = 300
+	c := l.Client()
+	for _, f := range []family{ipv4, ipv6} {
+		sg := "sg" + strings.ToLower(f.name)
+		createGroup(t, l, f, sg)
+		vip := lab.Addr(f.vip, lab.ServicePort)
+		for _, topo := range []struct{ name, tcp, udp string }{
+			{"half-NAT", "lbalg=rr,type=HALF-NAT", "lbalg=rr,type=HALF-NAT"},
+			{"full-NAT", "lbalg=rr,type=NAT,proxy-src=" + f.proxyRange, "lbalg=rr,type=NAT,proxy-src=" + f.proxyRange},
+			// DSR TCP needs a hash (round robin balances every packet); UDP takes round robin.
+			{"DSR", "lbalg=hash-ip-port,type=DSR", "lbalg=rr,type=DSR"},
+		} {
+			dsr := topo.name == "DSR"
+			if dsr {
+				if err := l.SetServerVIP(f.vip, true); err != nil {
+					t.Fatal(err)
+				}
+				if err := l.SetReturnRoute(true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ilbadmAll(t, l,
+				[]string{"create-rule", "-e", "-i", incoming(f.vip, lab.ServicePort, "tcp"), "-m", topo.tcp, "-o", "servergroup=" + sg, "rtcp"},
+				[]string{"create-rule", "-e", "-i", incoming(f.vip, lab.ServicePort, "udp"), "-m", topo.udp, "-o", "servergroup=" + sg, "rudp"})
+			what := topo.name + " " + f.name
+			rsT := replies(t, c, "tcp", vip, n)
+			rsU := replies(t, c, "udp", vip, n)
+			if len(rsT) != n || len(rsU) != n {
+				t.Errorf("%s with stock offloads: %d/%d TCP and %d/%d UDP requests answered", what, len(rsT), n, len(rsU), n)
+			}
+			if !dsr { // round robin per connection / datagram
+				balanced(t, what+" TCP", perServerOf(rsT), n/3, 1)
+			}
+			balanced(t, what+" UDP", perServerOf(rsU), n/3, 1)
+			ilbadmAll(t, l, []string{"delete-rule", "rtcp", "rudp"})
+			if dsr {
+				if err := l.SetReturnRoute(false); err != nil {
+					t.Fatal(err)
+				}
+				if err := l.SetServerVIP(f.vip, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	st := statistics(t, l)
+	for _, p := range st.Ports {
+		t.Logf("port %s: %d checksums sampled, %d wrong", p.Name, p.ChecksumSampled, p.ChecksumBad)
+		if p.ChecksumSampled == 0 || p.ChecksumBad != 0 {
+			t.Errorf("port %s: %d of %d sampled checksums wrong; want some samples, none wrong", p.Name, p.ChecksumBad, p.ChecksumSampled)
+		}
+	}
+	if len(st.Ports) != 2 {
+		t.Fatalf("statistics list %d ports, want 2", len(st.Ports))
+	}
+
+	// Undo ilbd's work behind its back: tx checksum offload on again on lbc's peer. The
+	// client's datagrams now reach ilbd with partial checksums, go unanswered, and the
+	// samples show it on that port.
+	ilbadmAll(t, l, []string{"create-rule", "-e", "-i", incoming(ipv4.vip, lab.ServicePort, "udp"),
+		"-m", "lbalg=rr,type=HALF-NAT", "-o", "servergroup=sgipv4", "rudp"})
+	if err := l.InNamespace(l.LBNS, func() error {
+		e, err := ethtool.NewEthtool()
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		return e.Change("lbc-br", map[string]bool{"tx-checksum-ip-generic": true})
+	}); err != nil {
+		t.Fatalf("tx checksum offload on lbc-br: %v", err)
+	}
+	answered := 0
+	for range 3 * 64 {
+		if _, err := c.UDPRequest(lab.Addr(ipv4.vip, lab.ServicePort), 10*time.Millisecond); err == nil {
+			answered++
+		}
+	}
+	after := statistics(t, l)
+	bad := after.Ports[0].ChecksumBad - st.Ports[0].ChecksumBad
+	t.Logf("offload back on lbc-br: %d of %d UDP requests answered; port %s: %d more wrong checksums sampled",
+		answered, 3*64, after.Ports[0].Name, bad)
+	if bad < 2 || answered > 3*64/10 {
+		t.Errorf("with tx checksum offload on lbc-br: %d requests answered, %d wrong checksums sampled; want (almost) none answered and at least 2 samples wrong", answered, bad)
+	}
+}
+
+// statistics asks the lab's ilbd for its statistics over the control socket.
+func statistics(t *testing.T, l *lab.Lab) *api.Statistics {
+	t.Helper()
+	c, err := api.Dial(l.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	resp, err := c.Do(&api.Request{Op: api.OpStatistics})
+	if err != nil || resp.Statistics == nil {
+		t.Fatalf("statistics: %v %+v", err, resp)
+	}
+	return resp.Statistics
 }
