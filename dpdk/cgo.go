@@ -7,5 +7,6 @@ package dpdk
 /*
 #cgo pkg-config: libdpdk
 #cgo CFLAGS: -O2
+#cgo LDFLAGS: -lrte_net_ring -lrte_bus_vdev
 */
 import "C"

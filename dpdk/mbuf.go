@@ -104,6 +104,9 @@ func (m *Mbuf) PktLen() int { return int(*m.u32(offPktLen)) }
 // InPort returns the port the packet was received on.
 func (m *Mbuf) InPort() Port { return Port(*m.u16(offPort)) }
 
+// SetInPort records p as the port the mbuf came in on: for a copy made of a received frame.
+func (m *Mbuf) SetInPort(p Port) { *m.u16(offPort) = uint16(p) }
+
 // RSSHash returns the RSS hash the NIC computed (valid when OlFlags has
 // RTE_MBUF_F_RX_RSS_HASH).
 func (m *Mbuf) RSSHash() uint32 { return *m.u32(offRSS) }

@@ -97,3 +97,38 @@ func (r *Ring) Dequeue(ms []*Mbuf) int {
 
 // Count returns the number of entries in the ring.
 func (r *Ring) Count() int { return int(C.lb_ring_count(r.c)) }
+
+// NewRingPort creates an ethdev port named name over rings (the net_ring PMD): its rx queue i
+// receives what is enqueued on rx[i], its tx queue i enqueues on tx[i]. Give the rings
+// RingSP|RingSC and one producer and one consumer thread each, and the port is a set of
+// lockless single-producer, single-consumer channels that IO.Run drives like any port (the
+// mbufs keep the in-port of the device that received them). Set it up with Port.Setup before
+// use and release it with RemoveRingPort.
+func NewRingPort(name string, rx, tx []*Ring, socket int) (Port, error) {
+	if len(rx) == 0 || len(tx) == 0 {
+		return 0, wrap(Errno(C.EINVAL), "ring port %q: no rings", name)
+	}
+	crx := make([]*C.struct_rte_ring, len(rx))
+	ctx := make([]*C.struct_rte_ring, len(tx))
+	for i, r := range rx {
+		crx[i] = r.c
+	}
+	for i, r := range tx {
+		ctx[i] = r.c
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	rc := C.lb_ring_port(cname, &crx[0], C.uint(len(crx)), &ctx[0], C.uint(len(ctx)), C.int(socket))
+	if rc < 0 {
+		return 0, wrap(Errno(-rc), "ring port %q", name)
+	}
+	return Port(rc), nil
+}
+
+// RemoveRingPort takes a ring port, stopped and closed, off the vdev bus so that its name can
+// be used again.
+func RemoveRingPort(name string) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return wrap(errno(C.lb_vdev_uninit(cname)), "removing %q", name)
+}

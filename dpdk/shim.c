@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <string.h>
 
+#include <rte_bus_vdev.h>
 #include <rte_common.h>
+#include <rte_eth_ring.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_launch.h>
@@ -405,3 +407,16 @@ struct lb_burst lb_ring_deq(struct rte_ring *r, uint32_t n)
 }
 
 uint32_t lb_ring_count(const struct rte_ring *r) { return rte_ring_count(r); }
+
+/* lb_ring_port makes an ethdev port whose rx queue i dequeues from rx[i] and whose tx queue i
+ * enqueues on tx[i] (the net_ring PMD); it returns the port id or -errno. */
+int lb_ring_port(const char *name, struct rte_ring **rx, unsigned int nrx, struct rte_ring **tx,
+		 unsigned int ntx, int socket)
+{
+	int rc = rte_eth_from_rings(name, rx, nrx, tx, ntx, socket);
+
+	return rc < 0 ? -rte_errno : rc;
+}
+
+/* lb_vdev_uninit removes a virtual device (a ring port) from the vdev bus. */
+int lb_vdev_uninit(const char *name) { return rte_vdev_uninit(name); }

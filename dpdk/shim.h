@@ -161,6 +161,9 @@ uint16_t lb_io_run(struct lb_io *io, uint16_t rxport, uint16_t rxq, uint16_t txq
 struct rte_ring *lb_ring_create(const char *name, uint32_t size, int socket, uint32_t flags,
 				int *err);
 void lb_ring_free(struct rte_ring *r);
+int lb_ring_port(const char *name, struct rte_ring **rx, unsigned int nrx, struct rte_ring **tx,
+		 unsigned int ntx, int socket);
+int lb_vdev_uninit(const char *name);
 uint32_t lb_ring_enq(struct rte_ring *r, struct lb_burst b);
 struct lb_burst lb_ring_deq(struct rte_ring *r, uint32_t n);
 uint32_t lb_ring_count(const struct rte_ring *r);
