@@ -100,15 +100,9 @@ var (
 	StatItemizedFields = []Field{{"RULENAME", 20}, {"SERVERNAME", 20}, {"PKT_P", 8}, {"BYTES_P", 10}, {"TIME", 15}}
 )
 
-// AlgoName is the canonical lbalg name ("roundrobin", ...), "" if unknown.
-func AlgoName(a rules.Algo) string {
-	for _, n := range algoNames {
-		if n.algo == a {
-			return n.name
-		}
-	}
-	return ""
-}
+// AlgoName is the canonical lbalg name ("roundrobin", ...) from the algorithm registry, "" if
+// unknown.
+func AlgoName(a rules.Algo) string { return a.String() }
 
 // TopoName is the canonical type name ("DSR", "NAT", "HALF-NAT"), "" if unknown.
 func TopoName(t rules.Topo) string {

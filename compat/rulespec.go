@@ -16,15 +16,9 @@ const (
 	rulesMaxAddressRange = rules.MaxAddressRange
 )
 
-// ParseAlgo matches an lbalg value (full name or alias, case-insensitive).
-func ParseAlgo(s string) (rules.Algo, bool) {
-	for _, a := range algoNames {
-		if strings.EqualFold(s, a.name) || strings.EqualFold(s, a.alias) {
-			return a.algo, true
-		}
-	}
-	return 0, false
-}
+// ParseAlgo matches an lbalg value (full name or alias, case-insensitive) in the algorithm
+// registry (rules/algorithms.go).
+func ParseAlgo(s string) (rules.Algo, bool) { return rules.ParseAlgo(s) }
 
 // ParseTopo matches a type value (full name or alias, case-insensitive).
 func ParseTopo(s string) (rules.Topo, bool) {
@@ -36,26 +30,15 @@ func ParseTopo(s string) (rules.Topo, bool) {
 	return 0, false
 }
 
-// algoNames and topoNames are A/ilbadm_subr.c algo_types and topo_types.
-var (
-	algoNames = []struct {
-		algo        rules.Algo
-		name, alias string
-	}{
-		{rules.AlgoRoundRobin, "roundrobin", "rr"},
-		{rules.AlgoHashIP, "hash-ip", "hip"},
-		{rules.AlgoHashIPPort, "hash-ip-port", "hipp"},
-		{rules.AlgoHashIPVIP, "hash-ip-vip", "hipv"},
-	}
-	topoNames = []struct {
-		topo        rules.Topo
-		name, alias string
-	}{
-		{rules.TopoDSR, "DSR", "d"},
-		{rules.TopoNAT, "NAT", "n"},
-		{rules.TopoHalfNAT, "HALF-NAT", "h"},
-	}
-)
+// topoNames are A/ilbadm_subr.c topo_types; the algorithms' names are in their registry.
+var topoNames = []struct {
+	topo        rules.Topo
+	name, alias string
+}{
+	{rules.TopoDSR, "DSR", "d"},
+	{rules.TopoNAT, "NAT", "n"},
+	{rules.TopoHalfNAT, "HALF-NAT", "h"},
+}
 
 // ruleData is the rule being built from the command line, like ilb_rule_data_t.
 type ruleData struct {

@@ -333,6 +333,7 @@ func (e *Engine) removeConn(i int32) {
 	if rs.refs == 0 && !rs.live {
 		e.reclaimPending = true
 	}
+	e.releaseServer(e.conns.entries[i].serverSlot)
 	if m.arena >= 0 {
 		e.nat.put(m.arena, e.conns.entries[i].xlat.sport)
 	}

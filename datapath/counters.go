@@ -71,6 +71,10 @@ const (
 	gChecksumBad
 	gConnEntries
 	gHalfOpenEntries
+	gUnknownAlgo
+	gHandoffOut
+	gHandoffIn
+	gNeighbourCopies
 	numGlobalCounters
 )
 
@@ -142,6 +146,10 @@ type GlobalCounters struct {
 	ChecksumBad         uint64 // of which wrong: see Stats.Ports for the port
 	ConnEntries         uint64 // connection entries in use (a gauge)
 	HalfOpenEntries     uint64 // of which half-open or closing (a gauge)
+	UnknownAlgo         uint64 // new flows of a rule whose algorithm code has no registry entry; dropped (pkt_dropped)
+	HandoffOut          uint64 // frames handed to the worker owning them
+	HandoffIn           uint64 // frames another worker handed to this one
+	NeighbourCopies     uint64 // ARP/NDP frames another worker received, learned from here too
 }
 
 func (a *globalArray) export() GlobalCounters {
@@ -170,7 +178,8 @@ func (a *globalArray) export() GlobalCounters {
 		NextHopHeld: a[gNextHopHeld], NextHopHeldSent: a[gNextHopHeldSent],
 		NextHopHeldExpired: a[gNextHopHeldExpired], NextHopHeldOverflow: a[gNextHopHeldOverflow],
 		ChecksumSampled: a[gChecksumSampled], ChecksumBad: a[gChecksumBad],
-		ConnEntries: a[gConnEntries], HalfOpenEntries: a[gHalfOpenEntries],
+		ConnEntries: a[gConnEntries], HalfOpenEntries: a[gHalfOpenEntries], UnknownAlgo: a[gUnknownAlgo],
+		HandoffOut: a[gHandoffOut], HandoffIn: a[gHandoffIn], NeighbourCopies: a[gNeighbourCopies],
 	}
 }
 
@@ -290,6 +299,8 @@ type pubRule struct {
 	name     string
 	servers  []int32 // server slots of the rule
 	v        [numRuleCounters]atomic.Uint64
+	// Processed counters of the rule's reclaimed server slots, part of its totals.
+	gonePkts, goneBytes uint64
 }
 
 type pubServer struct {
@@ -498,7 +509,8 @@ func (c *counters) read() Stats {
 		for k := range v {
 			v[k] = pr.v[k].Load()
 		}
-		rs := RuleStats{ID: pr.id, Name: pr.name, Draining: pr.draining, RuleCounters: exportRule(&v)}
+		rs := RuleStats{ID: pr.id, Name: pr.name, Draining: pr.draining, RuleCounters: exportRule(&v),
+			PktProcessed: pr.gonePkts, BytesProcessed: pr.goneBytes}
 		rs.Servers = make([]ServerStats, 0, len(pr.servers))
 		for _, s := range pr.servers {
 			ps := &p.servers[s]

@@ -47,6 +47,14 @@ type Config struct {
 	// NoEvict refuses a new connection when the table is full, instead of evicting the least
 	// recently active half-open entry (established entries are never evicted).
 	NoEvict bool
+	// SteerPrefix4 and SteerPrefix6 are the prefix lengths of a client address that decide
+	// which worker owns its flows (owner.go); 0 = the whole address. Every worker must be
+	// given the same values.
+	SteerPrefix4, SteerPrefix6 int
+	// Handoff makes Process answer ActionHandoff for an IP packet another worker owns
+	// (owner.go), which the caller gives to that worker's ProcessHandedOff. Off, the engine
+	// handles whatever it is given (one worker, or a test of one worker's share).
+	Handoff bool
 }
 
 // Defaults for zero Config fields.
@@ -64,12 +72,13 @@ const (
 	ActionForward               // transmit frame[:Len] on Result.Port
 	ActionPass                  // not for the load balancer: hand to the host (exception path)
 	ActionHeld                  // the engine keeps a copy until its next hop resolves: free the frame
+	ActionHandoff               // another worker owns the frame: hand it, unchanged, to worker Result.Port
 )
 
 // Result tells the worker what to do with the frame it passed to Process.
 type Result struct {
 	Action Action
-	Port   uint16 // out port for ActionForward
+	Port   uint16 // out port for ActionForward; owning worker for ActionHandoff
 	// Len is the frame length after processing. It may exceed the length handed in (a neighbor
 	// advertisement answering a solicitation without options), never cap(frame).
 	Len int
@@ -100,11 +109,23 @@ type Engine struct {
 	holdNH addr // the next hop of the route that just failed to resolve, for hold
 	evict  bool // evict half-open entries when the connection table is full
 
+	worker, workers int    // this engine's index among the workers, and their number
+	steer4          uint32 // steering prefix masks (owner.go)
+	steer6          addr
+	handedOff       bool // the frame in Process came from another worker: it is ours
+	handoff         bool // Config.Handoff with more than one worker
+
 	nDraining int // server slots with a drain deadline: skips the check on the fast path when 0
 
 	slotByID        map[uint64]int32
 	freeSlots       []int32
 	freeServerSlots []int32
+	serverSlots     map[serverKey]int32 // server slot of each server of each rule slot
+	serverPool      []serverState       // backing of every ruleState.servers, sized by the snapshot
+	proxyPool       []natProxy          // backing of every ruleState.proxies
+	knownList       []rules.KnownAddr   // the snapshot list known was built from
+	layoutChanged   bool                // slots changed since publishLayout: Stats needs a new layout
+	flow            rules.Flow          // the new flow an algorithm looks at
 	reclaimPending  bool
 	neighScan       uint32
 	neighPacer      pacer
@@ -179,6 +200,18 @@ func New(cfg Config) (*Engine, error) {
 	e.heldq = newHoldQueue()
 	e.sticky = newStickyTable(stickyCap, seed[3])
 	e.nat = newNATPorts(cfg.WorkerIndex, wc)
+	e.worker, e.workers = cfg.WorkerIndex, wc
+	e.handoff = cfg.Handoff && wc > 1
+	if cfg.SteerPrefix4 < 0 || cfg.SteerPrefix4 > 32 || cfg.SteerPrefix6 < 0 || cfg.SteerPrefix6 > 128 {
+		return nil, fmt.Errorf("datapath: steering prefixes /%d and /%d out of range", cfg.SteerPrefix4, cfg.SteerPrefix6)
+	}
+	e.steer4, e.steer6 = ^uint32(0), prefixMask(false, 128)
+	if b := cfg.SteerPrefix4; b > 0 {
+		e.steer4 = ^uint32(0) << (32 - b)
+	}
+	if b := cfg.SteerPrefix6; b > 0 {
+		e.steer6 = prefixMask(false, b)
+	}
 	e.neigh = newNeighTable(neighCap)
 	e.arpq = newARPQueue(2 * len(e.neigh.slots))
 	e.ctr.initPorts(len(e.ports))
@@ -272,8 +305,7 @@ func (e *Engine) EndBurst() {
 	e.ctr.g[gConnEntries] = uint64(e.conns.count())
 	e.ctr.g[gHalfOpenEntries] = uint64(e.conns.hoCount)
 	e.ctr.maybePublish(e.now)
-	e.serveNATDump()
-	e.servePersistDump()
+	e.serveDumps()
 }
 
 // Process handles one received frame in place and says what to do with it. frame has the data
@@ -297,6 +329,12 @@ func (e *Engine) Process(frame []byte, inPort uint16) Result {
 	}
 	switch p.EtherType {
 	case EtherTypeIPv4, EtherTypeIPv6:
+		if e.handoff && !e.handedOff && Ethernet(frame).Dst() == e.ports[inPort].mac {
+			if o := e.ownerOf(frame, p); o != e.worker {
+				e.ctr.g[gHandoffOut]++
+				return Result{Action: ActionHandoff, Port: uint16(o), Len: len(frame)}
+			}
+		}
 		return e.handleIP(frame, p, inPort)
 	case EtherTypeARP:
 		return e.handleARP(frame, p, inPort)

@@ -79,17 +79,9 @@ func defaultRules() []rules.SnapRule {
 	}
 }
 
-// makeSnapshot compiles rules into a snapshot the way the rules package does: ByVIP by MinPort.
+// makeSnapshot compiles rules into a snapshot the way the rules package does.
 func makeSnapshot(gen uint64, rs []rules.SnapRule) *rules.Snapshot {
-	s := &rules.Snapshot{Generation: gen, Rules: rs, ByVIP: map[rules.VIPKey][]int{}}
-	for i, r := range rs {
-		k := rules.KeyOf(r.VIP, r.Proto)
-		s.ByVIP[k] = append(s.ByVIP[k], i)
-	}
-	for _, idx := range s.ByVIP {
-		slices.SortFunc(idx, func(a, b int) int { return int(rs[a].MinPort) - int(rs[b].MinPort) })
-	}
-	return s
+	return rules.NewSnapshot(gen, rs)
 }
 
 // harness drives one engine the way a worker does, one frame per burst, with a fake clock.

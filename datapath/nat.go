@@ -73,6 +73,9 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
 	case chooseNoMemory:
 		e.ctr.ruleAdd(rs.slot, rNoMemPktDropped, p.IPLen)
 		return e.drop(gStickyFull, frame)
+	case chooseUnknownAlgo:
+		e.ctr.ruleAdd(rs.slot, rPktDropped, p.IPLen)
+		return e.drop(gUnknownAlgo, frame)
 	}
 	switch rs.topo {
 	case rules.TopoDSR:
@@ -132,6 +135,7 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
 		e.sticky.entries[st].refs++
 	}
 	e.slots[rs.slot].refs++
+	e.srv[sv.slot].refs++
 	if status == chooseOK {
 		rs.advance(si)
 	}

@@ -1,8 +1,8 @@
 package datapath
 
 import (
-	"math"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/ilbgo/ilb/rules"
@@ -14,33 +14,48 @@ import (
 type ruleSlot struct {
 	used      bool
 	live      bool // present in the current snapshot
+	wasLive   bool // present in the previous snapshot: scratch for applySnapshot
 	id        uint64
 	name      string
 	refs      int           // connection entries created under this rule
 	cursor    int           // round-robin cursor, carried across snapshots
 	pcursor   int           // full-NAT proxy-src cursor, carried across snapshots
 	connDrain time.Duration // the rule's conn-drain as last configured: applies after deletion too
-	// Servers ever seen in the rule, keyed by ID and address, with their counter slots. They are
-	// kept while the rule slot lives so draining connections still count on the right server.
+	// Servers of the rule with a counter slot: those of the current snapshot and removed ones
+	// whose connections still drain, so those still count on the right server.
 	servers []serverSlot
+	// Counters of the rule's reclaimed server slots: still part of the rule's totals.
+	gonePkts, goneBytes uint64
 }
 
 type serverSlot struct {
+	id      string
+	addr    netip.Addr
+	slot    int32
+	live    bool // a server of the rule in the current snapshot
+	wasLive bool // scratch for applySnapshot
+}
+
+// serverKey identifies a server of a rule across snapshots.
+type serverKey struct {
+	rule int32 // rule slot
 	id   string
 	addr netip.Addr
-	slot int32
-	live bool // a server of the rule in the current snapshot
 }
 
 // serverRun is the packet path's view of a server slot across snapshots.
 type serverRun struct {
 	drainAt   int64 // conn-drain deadline on the worker clock; 0 = none (spec §6.9)
 	idx       int32 // index in its rule's current Servers; -1 when not in the current snapshot
+	rule      int32 // rule slot
+	pos       int32 // index in the rule slot's servers
+	refs      int32 // connection entries on this server slot
 	active    bool  // in the current snapshot, enabled and usable
 	wasActive bool  // active in the previous snapshot: scratch for applySnapshot
 }
 
 // ruleState is what the packet path needs of one rule of the current snapshot, by rule index.
+// Its slices are windows on engine-owned pools, so picking up a snapshot allocates nothing.
 type ruleState struct {
 	slot      int32  // rule slot: counters and connection references
 	id        uint64 // SnapRule.ID: part of the persistence key
@@ -49,20 +64,21 @@ type ruleState struct {
 	timeoutMs uint32 // idle timeout of the rule's connections, ms
 	stickyMs  uint32 // persist-timeout, ms
 	topo      rules.Topo
-	algo      rules.Algo
 	sticky    bool
 	v6        bool
-	pmask     addr          // persistence mask for the rule's family
-	servers   []serverState // by index in SnapRule.Servers
-	usable    []int32       // indexes of the usable servers in group order: the hash fallback table
-	proxies   []natProxy    // full-NAT source addresses of the rule's family
+	pmask     addr // persistence mask for the rule's family
+	// pick is the algorithm's selection (registry entry), nil for an unknown code; table is
+	// what it picks from, in the snapshot.
+	pick    func(t *rules.AlgoTable, f *rules.Flow, cursor int) int
+	table   *rules.AlgoTable
+	servers []serverState // by index in SnapRule.Servers
+	proxies []natProxy    // full-NAT source addresses of the rule's family
 }
 
 // serverState is one server of a rule, pre-converted for the packet path.
 type serverState struct {
 	addr    addr
 	slot    int32  // server counter slot
-	usable  bool   // enabled, and of the VIP's family
 	nh      uint32 // DSR: neighbour slot + 1 of the next hop toward the server, 0 = not cached
 	nhEpoch uint32 // neighbour table epoch nh belongs to
 }
@@ -80,13 +96,15 @@ type knownAddr struct {
 }
 
 const (
-	knownVIP    uint8 = 1 << iota // VIP of a rule, enabled or not: answered in ARP/NDP
-	knownProxy                    // full-NAT proxy-src address: answered in ARP/NDP
-	knownServer                   // back-end server of a rule
+	knownVIP    = rules.KnownVIP    // VIP of a rule, enabled or not: answered in ARP/NDP
+	knownProxy  = rules.KnownProxy  // full-NAT proxy-src address: answered in ARP/NDP
+	knownServer = rules.KnownServer // back-end server of a rule
 )
 
-// applySnapshot rebuilds the per-rule state for a new snapshot. Control work at a burst
-// boundary: it may allocate.
+// applySnapshot makes s current. Control work at a burst boundary: everything derivable from
+// the configuration was compiled into s, so this only indexes it. Only growth allocates (a
+// larger configuration, a rule or server not seen before); picking up a snapshot of a known
+// configuration allocates nothing.
 func (e *Engine) applySnapshot(s *rules.Snapshot) {
 	e.ctr.publish() // flush dirty lists before slots can change meaning
 	for i := range e.rules {
@@ -94,113 +112,133 @@ func (e *Engine) applySnapshot(s *rules.Snapshot) {
 		sl.cursor, sl.pcursor = e.rules[i].cursor, e.rules[i].pcursor
 	}
 	for i := range e.slots {
-		e.slots[i].live = false
-		for j := range e.slots[i].servers {
-			e.slots[i].servers[j].live = false
+		sl := &e.slots[i]
+		sl.wasLive, sl.live = sl.live, false
+		for j := range sl.servers {
+			sv := &sl.servers[j]
+			sv.wasLive, sv.live = sv.live, false
 		}
 	}
 	for i := range e.srv {
 		r := &e.srv[i]
 		r.wasActive, r.active, r.idx = r.active, false, -1
 	}
-	var n int
+	var n, nServers, nProxies int
 	if s != nil {
-		n = len(s.Rules)
+		n, nServers, nProxies = len(s.Rules), s.NumServers, s.NumProxies
 	}
-	e.rules = make([]ruleState, n)
-	e.known = make(map[addr]knownAddr)
+	e.rules = resize(e.rules, n)
+	e.serverPool = resize(e.serverPool, nServers)
+	e.proxyPool = resize(e.proxyPool, nProxies)
+	e.indexKnown(s)
+	if e.serverSlots == nil {
+		e.serverSlots = make(map[serverKey]int32)
+	}
 	e.nat.beginSnapshot()
+	var off, poff int
 	for i := 0; i < n; i++ {
-		e.buildRule(s, i)
+		off, poff = e.buildRule(s, i, off, poff)
 	}
 	e.nat.endSnapshot()
 	e.snap = s
 	e.startDrains()
+	for i := range e.slots {
+		sl := &e.slots[i]
+		e.layoutChanged = e.layoutChanged || sl.live != sl.wasLive
+		for j := range sl.servers {
+			e.layoutChanged = e.layoutChanged || sl.servers[j].live != sl.servers[j].wasLive
+		}
+	}
 	e.reclaimRuleSlots()
-	e.publishLayout()
+	if e.layoutChanged {
+		e.publishLayout()
+	}
 	e.resolveConfiguredNextHops()
 }
 
-// buildRule builds the state of rule i of s and records its addresses.
-func (e *Engine) buildRule(s *rules.Snapshot, i int) {
+// resize returns s with length n, reusing its array when it is large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// indexKnown rebuilds the known-address map from the snapshot's list, unless the list is the
+// one indexed already (a change of server state, the usual case, leaves it as it was).
+func (e *Engine) indexKnown(s *rules.Snapshot) {
+	var list []rules.KnownAddr
+	if s != nil {
+		list = s.Known
+	}
+	if e.known != nil && slices.Equal(list, e.knownList) {
+		e.knownList = list
+		return
+	}
+	if e.known == nil {
+		e.known = make(map[addr]knownAddr, len(list))
+	}
+	clear(e.known)
+	for i := range list {
+		k := &list[i]
+		e.known[addrFrom16(k.Addr[:])] = knownAddr{flags: k.Flags, rule: k.Rule}
+	}
+	e.knownList = list
+}
+
+// buildRule indexes rule i of s, its servers at serverPool[off:] and its proxy-src addresses at
+// proxyPool[poff:], and returns the offsets past them.
+func (e *Engine) buildRule(s *rules.Snapshot, i, off, poff int) (int, int) {
 	r := &s.Rules[i]
 	slot := e.ruleSlotFor(r.ID, r.Name)
 	rsl := &e.slots[slot]
 	rsl.live = true
 	rsl.connDrain = r.ConnDrain
-	vip := addrFromNetip(r.VIP.Unmap())
-	v4 := vip.is4()
+	v4 := r.VIP.Unmap().Is4()
 	rs := &e.rules[i]
+	ns, np := len(r.Servers), len(r.ProxySrc)
 	*rs = ruleState{
 		slot: slot, id: r.ID, cursor: rsl.cursor, pcursor: rsl.pcursor,
-		topo: r.Topo, algo: r.Algo, v6: !v4,
-		sticky: r.PMaskBits > 0, pmask: prefixMask(v4, r.PMaskBits),
+		timeoutMs: r.TimeoutMs, stickyMs: r.StickyMs,
+		topo: r.Topo, v6: !v4, sticky: r.PMaskBits > 0, pmask: prefixMask(v4, r.PMaskBits),
+		table:   &r.Table,
+		servers: e.serverPool[off : off+ns : off+ns],
 	}
-	if rs.cursor >= len(r.Servers) {
+	if r.Algorithm != nil {
+		rs.pick = r.Algorithm.Pick
+	}
+	if rs.cursor >= ns {
 		rs.cursor = 0
 	}
-	rs.timeoutMs = uint32(min(natTimeout(r).Milliseconds(), math.MaxUint32))
-	pt := r.PersistTimeout
-	if pt <= 0 {
-		pt = rules.DefaultPersistTimeout
-	}
-	rs.stickyMs = uint32(min(pt.Milliseconds(), math.MaxUint32))
-	rs.servers = make([]serverState, len(r.Servers))
 	for j := range r.Servers {
 		sv := &r.Servers[j]
 		a := addrFromNetip(sv.Addr.Unmap())
-		ss := &rs.servers[j]
-		ss.addr, ss.slot = a, e.serverSlotFor(slot, sv.ID, sv.Addr)
-		// A server of the other family cannot be written into this rule's packets; the rules
-		// package refuses such a configuration, the engine just never picks one.
-		ss.usable = sv.Enabled && a.is4() == v4
-		run := &e.srv[ss.slot]
-		run.idx, run.active = int32(j), ss.usable
-		if ss.usable {
-			rs.usable = append(rs.usable, int32(j))
+		sl := e.serverSlotFor(slot, sv.ID, sv.Addr)
+		if ss := &rs.servers[j]; ss.slot != sl || ss.addr != a {
+			*ss = serverState{addr: a, slot: sl} // another server than last time: no cached next hop
 		}
-		k := e.known[a]
-		k.flags |= knownServer
-		e.known[a] = k
+		run := &e.srv[sl]
+		run.idx, run.active = int32(j), j < len(r.Table.Usable) && r.Table.Usable[j]
 	}
 	if r.Topo == rules.TopoNAT {
-		for _, pa := range r.ProxySrc {
+		rs.proxies = e.proxyPool[poff : poff+np : poff+np]
+		for k, pa := range r.ProxySrc {
 			a := addrFromNetip(pa.Unmap())
-			if a.is4() != v4 {
-				continue
-			}
-			rs.proxies = append(rs.proxies, natProxy{addr: a, arena: e.nat.arenaFor(a)})
-			k := e.known[a]
-			k.flags |= knownProxy
-			e.known[a] = k
+			rs.proxies[k] = natProxy{addr: a, arena: e.nat.arenaFor(a)}
 		}
-		if rs.pcursor >= len(rs.proxies) {
+		if rs.pcursor >= np {
 			rs.pcursor = 0
 		}
 	}
-	k := e.known[vip]
-	if k.flags&knownVIP == 0 {
-		k.rule = int32(i)
-	}
-	k.flags |= knownVIP
-	e.known[vip] = k
-}
-
-// natTimeout returns the rule's connection idle timeout, substituting the kernel default for 0.
-func natTimeout(r *rules.SnapRule) time.Duration {
-	switch {
-	case r.NATTimeout > 0:
-		return r.NATTimeout
-	case r.Proto == rules.ProtoUDP:
-		return rules.DefaultNATTimeoutUDP
-	}
-	return rules.DefaultNATTimeoutTCP
+	return off + ns, poff + np
 }
 
 // ruleSlotFor returns the slot of rule id, taking a free or new one for a rule not seen before.
 func (e *Engine) ruleSlotFor(id uint64, name string) int32 {
 	if s, ok := e.slotByID[id]; ok {
-		e.slots[s].name = name
+		if e.slots[s].name != name {
+			e.slots[s].name, e.layoutChanged = name, true
+		}
 		return s
 	}
 	var s int32
@@ -212,23 +250,25 @@ func (e *Engine) ruleSlotFor(id uint64, name string) int32 {
 		e.slots = append(e.slots, ruleSlot{})
 		e.ctr.rules = append(e.ctr.rules, ruleCounters{})
 	}
-	e.slots[s] = ruleSlot{used: true, id: id, name: name}
+	e.slots[s] = ruleSlot{used: true, id: id, name: name, servers: e.slots[s].servers[:0]}
 	e.ctr.rules[s] = ruleCounters{}
 	e.slotByID[id] = s
+	e.layoutChanged = true
 	if len(e.ctr.dirtyRules) < len(e.slots) {
 		e.ctr.dirtyRules = make([]int32, 2*len(e.slots)) // empty: publish ran first
 	}
 	return s
 }
 
-// serverSlotFor returns the counter slot of server (id, a) in rule slot rs.
+// serverSlotFor returns the counter slot of server (id, a) in rule slot rs, taking a free or
+// new one for a server the rule has no slot for. A map lookup, so a snapshot pick-up is linear
+// in the servers.
 func (e *Engine) serverSlotFor(rs int32, id string, a netip.Addr) int32 {
 	rsl := &e.slots[rs]
-	for i := range rsl.servers {
-		if sv := &rsl.servers[i]; sv.id == id && sv.addr == a {
-			sv.live = true
-			return sv.slot
-		}
+	k := serverKey{rule: rs, id: id, addr: a}
+	if s, ok := e.serverSlots[k]; ok {
+		rsl.servers[e.srv[s].pos].live = true
+		return s
 	}
 	var s int32
 	if n := len(e.freeServerSlots); n > 0 {
@@ -240,29 +280,67 @@ func (e *Engine) serverSlotFor(rs int32, id string, a netip.Addr) int32 {
 		e.srv = append(e.srv, serverRun{})
 	}
 	e.ctr.servers[s] = serverCounters{}
-	e.srv[s] = serverRun{idx: -1}
+	e.srv[s] = serverRun{idx: -1, rule: rs, pos: int32(len(rsl.servers))}
 	rsl.servers = append(rsl.servers, serverSlot{id: id, addr: a, slot: s, live: true})
+	e.serverSlots[k] = s
+	e.layoutChanged = true
 	if len(e.ctr.dirtyServers) < len(e.ctr.servers) {
 		e.ctr.dirtyServers = make([]int32, 2*len(e.ctr.servers))
 	}
 	return s
 }
 
-// reclaimRuleSlots frees the slots of rules gone from the configuration with no connections left.
+// reclaimRuleSlots frees the slots of rules gone from the configuration with no connections
+// left, and the server slots of servers gone from their rule with no connections left (their
+// counters stay in the rule's totals). Run after the counters were published.
 func (e *Engine) reclaimRuleSlots() {
 	e.reclaimPending = false
 	for i := range e.slots {
 		rsl := &e.slots[i]
-		if !rsl.used || rsl.live || rsl.refs > 0 {
+		if !rsl.used {
 			continue
 		}
-		for _, sv := range rsl.servers {
-			e.freeServerSlots = append(e.freeServerSlots, sv.slot)
-			e.srv[sv.slot] = serverRun{idx: -1}
+		if !rsl.live && rsl.refs <= 0 {
+			for _, sv := range rsl.servers {
+				e.freeServerSlot(int32(i), sv)
+			}
+			delete(e.slotByID, rsl.id)
+			*rsl = ruleSlot{servers: rsl.servers[:0]}
+			e.freeSlots = append(e.freeSlots, int32(i))
+			e.layoutChanged = true
+			continue
 		}
-		delete(e.slotByID, rsl.id)
-		*rsl = ruleSlot{}
-		e.freeSlots = append(e.freeSlots, int32(i))
+		w := 0
+		for _, sv := range rsl.servers {
+			if !sv.live && e.srv[sv.slot].refs <= 0 {
+				rsl.gonePkts += e.ctr.servers[sv.slot].pkts
+				rsl.goneBytes += e.ctr.servers[sv.slot].bytes
+				e.freeServerSlot(int32(i), sv)
+				e.layoutChanged = true
+				continue
+			}
+			e.srv[sv.slot].pos = int32(w)
+			rsl.servers[w] = sv
+			w++
+		}
+		clear(rsl.servers[w:])
+		rsl.servers = rsl.servers[:w]
+	}
+}
+
+// freeServerSlot returns server slot sv of rule slot rs to the free list.
+func (e *Engine) freeServerSlot(rs int32, sv serverSlot) {
+	delete(e.serverSlots, serverKey{rule: rs, id: sv.id, addr: sv.addr})
+	e.srv[sv.slot] = serverRun{idx: -1, rule: -1}
+	e.freeServerSlots = append(e.freeServerSlots, sv.slot)
+}
+
+// releaseServer drops a connection's reference on server slot s; the last one of a server gone
+// from the configuration lets its slot be reclaimed at the end of the burst.
+func (e *Engine) releaseServer(s int32) {
+	run := &e.srv[s]
+	if run.refs--; run.refs <= 0 && run.idx < 0 {
+		e.reclaimPending = true
 	}
 }
 
@@ -279,6 +357,7 @@ func (e *Engine) publishLayout() {
 		}
 		pr := &p.rules[i]
 		pr.used, pr.draining, pr.id, pr.name = true, !rsl.live, rsl.id, rsl.name
+		pr.gonePkts, pr.goneBytes = rsl.gonePkts, rsl.goneBytes
 		pr.servers = make([]int32, len(rsl.servers))
 		for k := range e.ctr.rules[i].v {
 			pr.v[k].Store(e.ctr.rules[i].v[k])
@@ -294,32 +373,17 @@ func (e *Engine) publishLayout() {
 	e.ctr.seq.Add(1)
 	e.ctr.pub.Store(p)
 	e.ctr.seq.Add(1)
+	e.layoutChanged = false
 }
 
-// pickServer runs the rule's algorithm (spec §6.6) and returns an index into its servers, or -1
-// if none is usable. Round robin does not move its cursor here: the caller advances it once the
-// packet is on its way (per connection for NAT, per packet for DSR).
-func pickServer(rs *ruleState, p *Parsed) int {
-	if rs.algo == rules.AlgoRoundRobin || rs.algo < rules.AlgoHashIP || rs.algo > rules.AlgoHashIPVIP {
-		return pickRoundRobin(rs)
-	}
-	return pickHash(rs, p)
-}
-
-// pickRoundRobin returns the next usable server at or after the cursor, skipping disabled ones.
-func pickRoundRobin(rs *ruleState) int {
-	n := len(rs.servers)
-	i := rs.cursor
-	for k := 0; k < n; k++ {
-		if i >= n {
-			i = 0
-		}
-		if rs.servers[i].usable {
-			return i
-		}
-		i++
-	}
-	return -1
+// pickServer runs the rule's algorithm (spec §6.6) through its registry entry and returns an
+// index into its servers, or -1 if none is usable. Round robin does not move its cursor here:
+// the caller advances it once the packet is on its way (per connection for NAT, per packet for
+// DSR). The rule must have an algorithm (rs.pick non-nil).
+func (e *Engine) pickServer(rs *ruleState, p *Parsed) int {
+	f := &e.flow // in the engine: a pointer handed to a func value would escape
+	*f = rules.Flow{SrcHi: p.src.hi, SrcLo: p.src.lo, DstHi: p.dst.hi, DstLo: p.dst.lo, SrcPort: p.SrcPort}
+	return rs.pick(rs.table, f, rs.cursor)
 }
 
 // advance moves the round-robin cursor past server si after it was used.

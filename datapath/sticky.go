@@ -1,10 +1,6 @@
 package datapath
 
-import (
-	"math/bits"
-	"net/netip"
-	"sync/atomic"
-)
+import "math/bits"
 
 // Persistence (spec §6.7): a per-engine sticky table mapping (rule, client address masked by
 // the rule's pmask) to a server and, for full NAT, the proxy-src address. Like the connection
@@ -114,10 +110,11 @@ func (t *stickyTable) release(i int32, now int64) {
 
 // chooseServer outcomes.
 const (
-	chooseOK       = iota // the algorithm chose: round robin moves on once the server is used
-	chooseHit             // a persistence entry chose: the algorithm did not run
-	chooseNoServer        // no usable server: pkt_dropped
-	chooseNoMemory        // persistence table full: nomem_pkt_dropped
+	chooseOK          = iota // the algorithm chose: round robin moves on once the server is used
+	chooseHit                // a persistence entry chose: the algorithm did not run
+	chooseNoServer           // no usable server: pkt_dropped
+	chooseNoMemory           // persistence table full: nomem_pkt_dropped
+	chooseUnknownAlgo        // the rule's algorithm code has no registry entry: pkt_dropped
 )
 
 // chooseServer returns the server index for a new flow (or a DSR packet) of rule rs. For a
@@ -125,8 +122,11 @@ const (
 // hold, and the entry's fixed proxy-src index (-1: not chosen yet). An entry whose server is no
 // longer usable is pointed at the algorithm's new choice (spec §6.7).
 func (e *Engine) chooseServer(rs *ruleState, p *Parsed) (si int, st int32, proxy int, status int) {
+	if rs.pick == nil {
+		return -1, -1, -1, chooseUnknownAlgo
+	}
 	if !rs.sticky {
-		if si = pickServer(rs, p); si < 0 {
+		if si = e.pickServer(rs, p); si < 0 {
 			return -1, -1, -1, chooseNoServer
 		}
 		return si, -1, -1, chooseOK
@@ -139,18 +139,18 @@ func (e *Engine) chooseServer(rs *ruleState, p *Parsed) (si int, st int32, proxy
 		if s.expired(e.now) {
 			t.remove(st)
 		} else {
-			if run := &e.srv[s.server]; run.active && int(run.idx) < len(rs.servers) {
+			if run := &e.srv[s.server]; run.active && run.rule == rs.slot && int(run.idx) < len(rs.servers) {
 				s.last = e.now
 				return int(run.idx), st, int(s.proxy), chooseHit
 			}
-			if si = pickServer(rs, p); si < 0 {
+			if si = e.pickServer(rs, p); si < 0 {
 				return -1, -1, -1, chooseNoServer
 			}
 			s.server, s.proxy, s.last = rs.servers[si].slot, -1, e.now
 			return si, st, -1, chooseOK
 		}
 	}
-	if si = pickServer(rs, p); si < 0 {
+	if si = e.pickServer(rs, p); si < 0 {
 		return -1, -1, -1, chooseNoServer
 	}
 	if st = t.insert(rs.id, key, h, rs.servers[si].slot, rs.stickyMs, e.now); st < 0 {
@@ -180,74 +180,4 @@ func (e *Engine) sweepSticky() {
 			t.remove(int32(i))
 		}
 	}
-}
-
-// PersistEntry is one persistence mapping, with what show-persist prints (spec §2.9).
-type PersistEntry struct {
-	RuleID   uint64
-	Rule     string     // rule name
-	Client   netip.Addr // client source address masked by the rule's pmask
-	Server   netip.Addr // server the client's new connections go to
-	ProxySrc netip.Addr // full NAT: the proxy-src address the mapping fixes; invalid if none yet
-	Conns    int        // connections holding the mapping
-	LastUsed int64      // worker clock, ns
-}
-
-type persistDumpRequest struct {
-	max int
-	ch  chan []PersistEntry
-}
-
-type persistDump struct {
-	req atomic.Pointer[persistDumpRequest]
-}
-
-// RequestPersistDump asks the worker for up to max persistence entries (max ≤ 0: all). The
-// worker answers on the returned channel at its next EndBurst. ok is false while another dump
-// is still pending, as Solaris allows one lister at a time. Safe from any goroutine.
-func (e *Engine) RequestPersistDump(max int) (entries <-chan []PersistEntry, ok bool) {
-	r := &persistDumpRequest{max: max, ch: make(chan []PersistEntry, 1)}
-	if !e.pdump.req.CompareAndSwap(nil, r) {
-		return nil, false
-	}
-	return r.ch, true
-}
-
-// servePersistDump answers a pending persistence dump. Control work on the worker.
-func (e *Engine) servePersistDump() {
-	r := e.pdump.req.Load()
-	if r == nil {
-		return
-	}
-	t := &e.sticky
-	var out []PersistEntry
-	for i := range t.entries {
-		if r.max > 0 && len(out) == r.max {
-			break
-		}
-		s := &t.entries[i]
-		if !s.inUse || s.expired(e.now) {
-			continue
-		}
-		slot, ok := e.slotByID[s.ruleID]
-		if !ok {
-			continue
-		}
-		pe := PersistEntry{RuleID: s.ruleID, Rule: e.slots[slot].name, Client: s.key.netip(), Conns: int(s.refs), LastUsed: s.last}
-		for _, sv := range e.slots[slot].servers {
-			if sv.slot == s.server {
-				pe.Server = sv.addr
-			}
-		}
-		if s.proxy >= 0 {
-			for k := range e.rules {
-				if rs := &e.rules[k]; rs.id == s.ruleID && int(s.proxy) < len(rs.proxies) {
-					pe.ProxySrc = rs.proxies[s.proxy].addr.netip()
-				}
-			}
-		}
-		out = append(out, pe)
-	}
-	r.ch <- out
-	e.pdump.req.Store(nil)
 }

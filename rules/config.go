@@ -324,8 +324,11 @@ func validateRule(r *Rule) error {
 	if r.MinPort > r.MaxPort || (r.MinPort == 0) != (r.MaxPort == 0) {
 		return fail(CodeEINVAL)
 	}
-	if r.Algo < AlgoRoundRobin || r.Algo > AlgoHashIPVIP || r.Topo < TopoDSR || r.Topo > TopoHalfNAT {
+	if r.Topo < TopoDSR || r.Topo > TopoHalfNAT {
 		return fail(CodeEINVAL)
+	}
+	if err := ValidateAlgo(r); err != nil {
+		return err
 	}
 	if r.Topo == TopoNAT {
 		if _, err := ProxySrcList(r.ProxySrcStart, r.ProxySrcEnd); err != nil {

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"cmp"
 	"slices"
 	"strings"
 	"sync"
@@ -213,22 +212,31 @@ func (m *Manager) publish() {
 			delete(m.down, id)
 		}
 	}
-	s := Compile(&m.cfg, m.gen, func(name string) uint64 { return live[strings.ToLower(name)] })
-	for i := range s.Rules {
-		if down := m.down[s.Rules[i].ID]; down != nil {
-			for j := range s.Rules[i].Servers {
-				if down[s.Rules[i].Servers[j].ID] {
-					s.Rules[i].Servers[j].Enabled = false
+	rs := compileRules(&m.cfg, func(name string) uint64 { return live[strings.ToLower(name)] })
+	for i := range rs {
+		if down := m.down[rs[i].ID]; down != nil {
+			for j := range rs[i].Servers {
+				if down[rs[i].Servers[j].ID] {
+					rs[i].Servers[j].Enabled = false
 				}
 			}
 		}
 	}
-	m.snap.Store(s)
+	m.snap.Store(NewSnapshot(m.gen, rs))
 }
 
 // Compile builds the data-plane snapshot of a configuration. ruleID names each rule instance.
 func Compile(c *Config, gen uint64, ruleID func(name string) uint64) *Snapshot {
-	s := &Snapshot{Generation: gen, ByVIP: map[VIPKey][]int{}}
+	return NewSnapshot(gen, compileRules(c, ruleID))
+}
+
+// compileRules converts the configuration's rules to their data-plane form, in creation order.
+func compileRules(c *Config, ruleID func(name string) uint64) []SnapRule {
+	groups := make(map[string]*ServerGroup, len(c.Groups))
+	for i := range c.Groups {
+		groups[c.Groups[i].Name] = &c.Groups[i]
+	}
+	out := make([]SnapRule, 0, len(c.Rules))
 	for _, r := range c.Rules {
 		sr := SnapRule{
 			ID: ruleID(r.Name), Name: r.Name, Enabled: r.Enabled, VIP: r.VIP, Proto: r.Proto,
@@ -243,21 +251,15 @@ func Compile(c *Config, gen uint64, ruleID func(name string) uint64) *Snapshot {
 		if r.Topo == TopoNAT {
 			sr.ProxySrc, _ = ProxySrcList(r.ProxySrcStart, r.ProxySrcEnd)
 		}
-		if g := c.Group(r.ServerGroup); g != nil {
-			for _, sv := range g.Servers {
-				sr.Servers = append(sr.Servers, SnapServer{
-					ID: sv.ID, Addr: sv.Addr, MinPort: sv.MinPort, MaxPort: sv.MaxPort, Enabled: sv.Enabled,
-				})
+		if g := groups[r.ServerGroup]; g != nil {
+			sr.Servers = make([]SnapServer, len(g.Servers))
+			for j, sv := range g.Servers {
+				sr.Servers[j] = SnapServer{ID: sv.ID, Addr: sv.Addr, MinPort: sv.MinPort, MaxPort: sv.MaxPort, Enabled: sv.Enabled}
 			}
 		}
-		key := KeyOf(r.VIP, r.Proto)
-		s.ByVIP[key] = append(s.ByVIP[key], len(s.Rules))
-		s.Rules = append(s.Rules, sr)
+		out = append(out, sr)
 	}
-	for _, idx := range s.ByVIP {
-		slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(s.Rules[a].MinPort, s.Rules[b].MinPort) })
-	}
-	return s
+	return out
 }
 
 // EffectiveNATTimeout is the NAT idle timeout in force: the configured value, or the

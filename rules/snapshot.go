@@ -1,7 +1,10 @@
 package rules
 
 import (
+	"cmp"
+	"math"
 	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -9,16 +12,6 @@ import (
 const (
 	ProtoTCP uint8 = 6
 	ProtoUDP uint8 = 17
-)
-
-// Algo is a load-balancing algorithm; the values are Solaris' wire codes.
-type Algo uint8
-
-const (
-	AlgoRoundRobin Algo = 1
-	AlgoHashIP     Algo = 2
-	AlgoHashIPPort Algo = 3
-	AlgoHashIPVIP  Algo = 4
 )
 
 // Topo is a rule's topology; the values are Solaris' wire codes.
@@ -60,7 +53,27 @@ type Snapshot struct {
 	// ByVIP maps (VIP, protocol) to the indexes in Rules of every rule on that VIP and protocol,
 	// enabled or not, ordered by MinPort. Rules on one VIP never have overlapping port ranges.
 	ByVIP map[VIPKey][]int
+
+	// Known lists every VIP, proxy-src and server address of the snapshot once, with what it is.
+	Known []KnownAddr
+	// NumServers and NumProxies are the totals over Rules of len(Servers) and len(ProxySrc),
+	// so the engine can size its per-rule state once.
+	NumServers, NumProxies int
 }
+
+// KnownAddr says what an address is to a snapshot.
+type KnownAddr struct {
+	Addr  [16]byte // 16-byte form, IPv4 as v4-mapped
+	Flags uint8    // Known* bits
+	Rule  int32    // KnownVIP: index of the first rule on the VIP (its counters take ICMP)
+}
+
+// KnownAddr flags.
+const (
+	KnownVIP    uint8 = 1 << iota // VIP of a rule, enabled or not: answered in ARP/NDP
+	KnownProxy                    // full-NAT proxy-src address: answered in ARP/NDP
+	KnownServer                   // back-end server of a rule
+)
 
 // SnapRule is one load-balancing rule as the data plane sees it.
 type SnapRule struct {
@@ -81,6 +94,13 @@ type SnapRule struct {
 	ConnDrain, NATTimeout, PersistTimeout time.Duration
 	// Servers of the rule's server group, in the group's order (ascending address).
 	Servers []SnapServer
+
+	// Compiled by NewSnapshot: what the engine only indexes.
+	Algorithm *AlgoSpec // registry entry of Algo; nil for a code with none (the engine drops)
+	Table     AlgoTable // what Algorithm.Pick chooses from
+	// TimeoutMs is the connection idle timeout (NATTimeout, or the protocol's default), and
+	// StickyMs the persist-timeout (PersistTimeout, or the default), in the engine's unit.
+	TimeoutMs, StickyMs uint32
 }
 
 // SnapServer is one back-end server of a rule.
@@ -128,5 +148,122 @@ func (r *SnapRule) ServerPort(s *SnapServer, dport uint16) uint16 {
 		return dport - r.MinPort + s.MinPort
 	default:
 		return s.MinPort
+	}
+}
+
+// NewSnapshot compiles rules (in creation order) into a snapshot: the lookup index, each rule's
+// algorithm entry and table, its timeouts in milliseconds, its proxy-src addresses of the VIP's
+// family, and the known-address list. It takes a copy of the slice; its cost is linear in
+// rules plus servers.
+func NewSnapshot(gen uint64, rs []SnapRule) *Snapshot {
+	s := &Snapshot{Generation: gen, Rules: slices.Clone(rs), ByVIP: make(map[VIPKey][]int, len(rs))}
+	n := 0
+	for i := range s.Rules {
+		n += len(s.Rules[i].Servers)
+	}
+	s.NumServers = n
+	s.Known = make([]KnownAddr, 0, n+2*len(rs))
+	known := newAddrIndex(n + 2*len(rs))
+	mark := func(a netip.Addr, flag uint8, rule int) {
+		ka := known.entry(&s.Known, a.Unmap().As16())
+		if flag == KnownVIP && ka.Flags&KnownVIP == 0 {
+			ka.Rule = int32(rule)
+		}
+		ka.Flags |= flag
+	}
+	usable := make([]bool, n) // one backing array for every rule's table
+	idx := make([]int32, 0, n)
+	for i := range s.Rules {
+		r := &s.Rules[i]
+		v4 := r.VIP.Unmap().Is4()
+		r.Algorithm = LookupAlgo(r.Algo)
+		t := AlgoTable{Usable: usable[:len(r.Servers):len(r.Servers)]}
+		usable = usable[len(r.Servers):]
+		start := len(idx)
+		for j := range r.Servers {
+			sv := &r.Servers[j]
+			// A server of the other family cannot be written into this rule's packets; the
+			// configuration refuses one, the algorithm just never picks it.
+			if sv.Enabled && sv.Addr.Unmap().Is4() == v4 {
+				t.Usable[j] = true
+				idx = append(idx, int32(j))
+			}
+			mark(sv.Addr, KnownServer, i)
+		}
+		t.UsableIdx = idx[start:len(idx):len(idx)]
+		r.Table = t
+		if r.Algorithm != nil && r.Algorithm.Build != nil {
+			r.Table.Table = r.Algorithm.Build(r)
+		}
+		r.TimeoutMs = millis(connTimeout(r))
+		pt := r.PersistTimeout
+		if pt <= 0 {
+			pt = DefaultPersistTimeout
+		}
+		r.StickyMs = millis(pt)
+		if r.Topo == TopoNAT {
+			r.ProxySrc = slices.DeleteFunc(slices.Clone(r.ProxySrc), func(a netip.Addr) bool { return a.Unmap().Is4() != v4 })
+			for _, a := range r.ProxySrc {
+				mark(a, KnownProxy, i)
+			}
+			s.NumProxies += len(r.ProxySrc)
+		} else {
+			r.ProxySrc = nil
+		}
+		mark(r.VIP, KnownVIP, i)
+		key := KeyOf(r.VIP, r.Proto)
+		s.ByVIP[key] = append(s.ByVIP[key], i)
+	}
+	for _, ix := range s.ByVIP {
+		slices.SortStableFunc(ix, func(a, b int) int { return cmp.Compare(s.Rules[a].MinPort, s.Rules[b].MinPort) })
+	}
+	return s
+}
+
+// connTimeout is the idle timeout of a rule's connections: the configured one, or the kernel
+// default of its protocol.
+func connTimeout(r *SnapRule) time.Duration {
+	switch {
+	case r.NATTimeout > 0:
+		return r.NATTimeout
+	case r.Proto == ProtoUDP:
+		return DefaultNATTimeoutUDP
+	}
+	return DefaultNATTimeoutTCP
+}
+
+func millis(d time.Duration) uint32 { return uint32(min(d.Milliseconds(), math.MaxUint32)) }
+
+// addrIndex finds an address's entry in a Known list under construction: open addressing over
+// entry numbers, small enough to stay in cache where a map of 16-byte keys would not.
+type addrIndex struct {
+	slots []int32 // entry number + 1; 0 = empty
+	mask  uint64
+}
+
+func newAddrIndex(n int) addrIndex {
+	size := 16
+	for size < 2*n {
+		size <<= 1
+	}
+	return addrIndex{slots: make([]int32, size), mask: uint64(size - 1)}
+}
+
+// entry returns the entry of address k in *list, appending a new one (Rule -1) if k has none.
+func (x *addrIndex) entry(list *[]KnownAddr, k [16]byte) *KnownAddr {
+	hi := uint64(k[0])<<56 | uint64(k[1])<<48 | uint64(k[2])<<40 | uint64(k[3])<<32 |
+		uint64(k[4])<<24 | uint64(k[5])<<16 | uint64(k[6])<<8 | uint64(k[7])
+	lo := uint64(k[8])<<56 | uint64(k[9])<<48 | uint64(k[10])<<40 | uint64(k[11])<<32 |
+		uint64(k[12])<<24 | uint64(k[13])<<16 | uint64(k[14])<<8 | uint64(k[15])
+	h := (hi*0x9e3779b97f4a7c15 ^ lo) * 0xbf58476d1ce4e5b9
+	for i := (h ^ h>>29) & x.mask; ; i = (i + 1) & x.mask {
+		switch e := x.slots[i]; {
+		case e == 0:
+			*list = append(*list, KnownAddr{Addr: k, Rule: -1})
+			x.slots[i] = int32(len(*list))
+			return &(*list)[len(*list)-1]
+		case (*list)[e-1].Addr == k:
+			return &(*list)[e-1]
+		}
 	}
 }
