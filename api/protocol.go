@@ -52,7 +52,7 @@ const (
 // Mutates reports whether the request changes the configuration (and so needs authorization).
 func (o Op) Mutates() bool {
 	switch o {
-	case OpGetConfig, OpStatistics, OpShowNAT, OpShowPersist, OpShowHCResult:
+	case OpGetConfig, OpStatistics, OpShowNAT, OpShowPersist, OpShowWorker, OpShowHCResult:
 		return false
 	}
 	return true
@@ -79,10 +79,11 @@ type Response struct {
 	ID     string        `json:"id,omitempty"`
 	Config *rules.Config `json:"config,omitempty"`
 
-	Statistics *Statistics    `json:"statistics,omitempty"`
-	NAT        []NATEntry     `json:"nat,omitempty"`
-	Persist    []PersistEntry `json:"persist,omitempty"`
-	HCResults  []HCResult     `json:"hc_results,omitempty"`
+	Statistics *Statistics        `json:"statistics,omitempty"`
+	NAT        []NATEntry         `json:"nat,omitempty"`
+	Persist    []PersistEntry     `json:"persist,omitempty"`
+	HCResults  []HCResult         `json:"hc_results,omitempty"`
+	Workers    []WorkerStatistics `json:"workers,omitempty"`
 }
 
 // StatusOf converts a configuration error into the status sent to the client.

@@ -8,11 +8,13 @@ import (
 )
 
 // The read-only requests for the data plane's tables: the statistics behind
-// show-statistics (Solaris' kstats) and the entries behind show-nat and show-persist.
+// show-statistics (Solaris' kstats), the entries behind show-nat and show-persist, and the
+// per-worker view behind show-worker (an extension: Solaris had no workers).
 const (
 	OpStatistics  Op = "statistics"
 	OpShowNAT     Op = "show-nat"
 	OpShowPersist Op = "show-persist"
+	OpShowWorker  Op = "show-worker"
 )
 
 // Statistics is one sample of every counter, summed over the data-plane workers.
@@ -87,6 +89,22 @@ type PersistEntry struct {
 	Server netip.Addr `json:"server"`
 }
 
+// WorkerStatistics is one data-plane worker's view (show-worker): the worker that runs on
+// each EAL worker lcore, with its own queues, connection table and counters.
+type WorkerStatistics struct {
+	Worker     int    `json:"worker"`      // its index, from 0
+	Lcore      uint   `json:"lcore"`       // the EAL lcore it runs on
+	CPU        int    `json:"cpu"`         // the CPU of that lcore (the first of its set); -1 unknown
+	RxPackets  uint64 `json:"rx_packets"`  // frames received from the data ports
+	TxPackets  uint64 `json:"tx_packets"`  // frames sent to the data ports
+	Conns      uint64 `json:"conns"`       // connection entries in use
+	ConnCap    uint64 `json:"conn_cap"`    // connection entries it can hold (conn-table)
+	HandoffIn  uint64 `json:"handoff_in"`  // frames other workers handed to it, as their owner
+	HandoffOut uint64 `json:"handoff_out"` // frames it handed to their owner
+	Polls      uint64 `json:"polls"`       // loop iterations
+	BusyPolls  uint64 `json:"busy_polls"`  // ... that found work
+}
+
 // Tables is the data plane as the control service sees it. ilbd provides it; without a
 // data plane the Service reports zero counters and empty tables, never invented entries.
 type Tables interface {
@@ -95,6 +113,8 @@ type Tables interface {
 	// compat.StatusInProgress while another listing of the same table is running.
 	NAT(max int) ([]NATEntry, error)
 	Persist(max int) ([]PersistEntry, error)
+	// Workers returns every worker's view, in worker order.
+	Workers() []WorkerStatistics
 }
 
 // handleTables answers the table requests; anything else is an invalid command.
@@ -119,6 +139,11 @@ func (c *Service) handleTables(req *Request) *Response {
 		}
 		if err != nil {
 			return &Response{Status: StatusOf(err)}
+		}
+	case OpShowWorker:
+		// Without a data plane there are no workers: an empty list.
+		if c.Tables != nil {
+			resp.Workers = c.Tables.Workers()
 		}
 	default:
 		return &Response{Status: compat.StatusInvalCmd}
@@ -170,4 +195,13 @@ func (c *Client) Persist(max int) ([]PersistEntry, error) {
 		return nil, err
 	}
 	return resp.Persist, nil
+}
+
+// Workers returns every data-plane worker's view, in worker order (none without a data plane).
+func (c *Client) Workers() ([]WorkerStatistics, error) {
+	resp, err := c.Do(&Request{Op: OpShowWorker})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Workers, nil
 }

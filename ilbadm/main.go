@@ -19,7 +19,8 @@ import (
 )
 
 // usageText is Solaris' usage message, verbatim (trailing blanks and the unbalanced ']'
-// included); each line's leading "ilbadm" is replaced by the program's base name.
+// included), followed by the line of show-worker, an extension; each line's leading
+// "ilbadm" is replaced by the program's base name.
 //
 //go:embed usage.txt
 var usageText string
@@ -168,6 +169,7 @@ func init() {
 		{"show-statistics", "show-stats", showStatistics},
 		{"show-nat", "show-nat", showNAT},
 		{"show-persist", "show-pt", showPersist},
+		{"show-worker", "show-worker", showWorker}, // an extension: Solaris had no workers
 	}
 }
 

@@ -49,6 +49,16 @@ func (f *fakeTables) Persist(max int) ([]api.PersistEntry, error) {
 	return []api.PersistEntry{{Rule: "rule2", Client: netip.MustParseAddr("124.106.235.0"), Server: netip.MustParseAddr("82.0.0.56")}}, nil
 }
 
+// Workers is two workers: one busy with a known CPU, one that never polled and whose CPU
+// is unknown.
+func (f *fakeTables) Workers() []api.WorkerStatistics {
+	return []api.WorkerStatistics{
+		{Worker: 0, Lcore: 1, CPU: 0, RxPackets: 12345678901, TxPackets: 12345678000, Conns: 1234,
+			ConnCap: 262144, HandoffIn: 17, HandoffOut: 4242, Polls: 3000, BusyPolls: 1999},
+		{Worker: 1, Lcore: 2, CPU: -1, ConnCap: 262144},
+	}
+}
+
 func tablesDaemon(t *testing.T, tb api.Tables) string {
 	t.Helper()
 	return newDaemon(t, true, func(s *api.Service) { s.Tables = tb }).sock
