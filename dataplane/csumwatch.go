@@ -1,4 +1,4 @@
-package main
+package dataplane
 
 import (
 	"fmt"
@@ -23,9 +23,9 @@ type csumWatch struct {
 	warned       time.Time
 }
 
-// watchChecksums compares the sampled checksum counters every csumWatchEvery until stop is
+// WatchChecksums compares the sampled checksum counters every csumWatchEvery until stop is
 // closed, and logs a rate-limited warning for a port whose samples fail.
-func (dp *dataplane) watchChecksums(stop <-chan struct{}) {
+func (dp *Dataplane) WatchChecksums(stop <-chan struct{}) {
 	state := make([]csumWatch, len(dp.ports))
 	t := time.NewTicker(csumWatchEvery)
 	defer t.Stop()
@@ -40,9 +40,9 @@ func (dp *dataplane) watchChecksums(stop <-chan struct{}) {
 }
 
 // checkChecksums looks at the counters once; it returns the warnings it logged (for tests).
-func (dp *dataplane) checkChecksums(state []csumWatch, now time.Time) []string {
+func (dp *Dataplane) checkChecksums(state []csumWatch, now time.Time) []string {
 	var warned []string
-	ports := dp.engine.Stats().Ports
+	ports := dp.Stats().Ports
 	for i := range state {
 		if i >= len(ports) {
 			break

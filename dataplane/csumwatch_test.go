@@ -1,4 +1,4 @@
-package main
+package dataplane
 
 import (
 	"bytes"
@@ -14,22 +14,6 @@ import (
 	"github.com/ilbgo/ilb/datapath"
 	"github.com/ilbgo/ilb/rules"
 )
-
-func TestSnakeCase(t *testing.T) {
-	for in, want := range map[string]string{
-		"TCPNoConn": "tcp_no_conn", "ICMPEchoReplies": "icmp_echo_replies", "NDPAdvertsSent": "ndp_adverts_sent",
-		"RxPackets": "rx_packets", "BadIPv4Checksum": "bad_ipv4_checksum", "IPv6ExtDropped": "ipv6_ext_dropped",
-		"VLANDropped": "vlan_dropped", "NextHopHeldSent": "next_hop_held_sent",
-	} {
-		if got := snakeCase(in); got != want {
-			t.Errorf("snakeCase(%q) = %q, want %q", in, got, want)
-		}
-	}
-	m := counterMap(&datapath.GlobalCounters{TCPNoConn: 7, HalfOpenEvicted: 3})
-	if m["tcp_no_conn"] != 7 || m["half_open_evicted"] != 3 || len(m) < 50 {
-		t.Fatalf("counterMap: %d names, tcp_no_conn %d half_open_evicted %d", len(m), m["tcp_no_conn"], m["half_open_evicted"])
-	}
-}
 
 // Wrong sampled checksums on a port lead to one warning naming the port, the interface and the
 // fix; correct ones to none, and the warning is not repeated within csumWarnEvery.
@@ -50,7 +34,7 @@ func TestChecksumWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logBuf bytes.Buffer
-	dp := &dataplane{engine: eng, log: log.New(&logBuf, "", 0), names: []string{"net_af_packet0"},
+	dp := &Dataplane{engine: eng, log: log.New(&logBuf, "", 0), names: []string{"net_af_packet0"},
 		devices: []string{"net_af_packet0,iface=lbc"}}
 	state := make([]csumWatch, 1)
 	clock := int64(1)

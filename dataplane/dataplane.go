@@ -1,4 +1,4 @@
-package main
+package dataplane
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,9 +29,9 @@ const (
 // noTap marks a port without an exception path in dataplane.taps.
 const noTap = dpdk.Port(math.MaxUint16)
 
-// dataplane is the DPDK side of ilbd: the ports, their exception TAPs and one worker
+// Dataplane is the DPDK side of ilbd: the ports, their exception TAPs and one worker
 // lcore running the engine.
-type dataplane struct {
+type Dataplane struct {
 	ports  []dpdk.Port
 	taps   []dpdk.Port // taps[i]: the exception TAP of ports[i], or noTap
 	pool   *dpdk.Mempool
@@ -45,10 +46,20 @@ type dataplane struct {
 	// restore undoes the changes made to kernel interfaces ilbd did not create.
 	restore []func()
 
-	stop      atomic.Bool
-	running   atomic.Bool
-	heartbeat atomic.Uint64 // worker loop iterations, for the watchdog
-	lastBeat  uint64
+	// Several workers (workers.go): one engine each (engine is engines[0]), the lcores they
+	// run on, the hand-off ring ports into each worker and the per-worker counters.
+	engines        []*datapath.Engine
+	lcores         []uint
+	handoff, learn []dpdk.Port // [w]: into worker w; rx queue i carries what worker i sends
+	pass           dpdk.Port   // into worker 0: frames the others pass to the host
+	rings          []*dpdk.Ring
+	ringNames      []string
+	portIndex      []int16 // by DPDK port id: the engine's port number, or -1
+	wstats         []workerCounters
+
+	stop     atomic.Bool
+	running  atomic.Bool
+	lastBeat []uint64 // per worker: polls at the watchdog's last look
 }
 
 // exceptionCounters count one port's exception path.
@@ -66,13 +77,18 @@ type ExceptionStats struct {
 	ToKernelDropped, FromKernelDropped uint64
 }
 
-// ealArgs builds the EAL argument vector: the configured arguments plus one device
+// EALArgs builds the EAL argument vector: the configured arguments plus one device
 // argument per port and one net_tap vdev per port with an exception path.
-func ealArgs(s *Settings) []string {
+func EALArgs(s *Config) []string {
 	args := append([]string{"ilbd"}, s.EAL...)
 	for _, p := range s.Ports {
 		if p.IsVdev() {
-			args = append(args, "--vdev="+p.Device)
+			dev := p.Device
+			// net_af_packet has one queue pair unless told: give it one per worker.
+			if n := ealWorkerCount(s.EAL); n > 1 && afPacketIface(dev) != "" && !strings.Contains(dev, "qpairs=") {
+				dev += fmt.Sprintf(",qpairs=%d", n)
+			}
+			args = append(args, "--vdev="+dev)
 		} else {
 			args = append(args, "-a", p.Device)
 		}
@@ -85,15 +101,16 @@ func ealArgs(s *Settings) []string {
 	return args
 }
 
-// startDataplane initialises DPDK, starts every port and launches the worker.
-func startDataplane(s *Settings, snap *atomic.Pointer[rules.Snapshot], logger *log.Logger) (*dataplane, error) {
+// Start initialises DPDK, starts every port and launches one worker per EAL worker
+// lcore.
+func Start(s *Config, snap *atomic.Pointer[rules.Snapshot], logger *log.Logger) (*Dataplane, error) {
 	if err := checkExceptionHost(s); err != nil {
 		return nil, err
 	}
 	// Offloads of kernel-backed ports (offload.go): off before EAL opens the PMDs' sockets;
 	// undone by close() through dp.restore, or here if start-up fails before dp exists.
 	undoOffloads := kernelPortOffloads(s.Ports, logger)
-	if err := dpdk.Init(ealArgs(s)); err != nil {
+	if err := dpdk.Init(EALArgs(s)); err != nil {
 		undoOffloads()
 		return nil, fmt.Errorf("EAL: %w", err)
 	}
@@ -103,7 +120,7 @@ func startDataplane(s *Settings, snap *atomic.Pointer[rules.Snapshot], logger *l
 		undoOffloads()
 		return nil, fmt.Errorf("EAL arguments give no worker lcore (use e.g. -l 0-1)")
 	}
-	dp := &dataplane{log: logger, exc: make([]exceptionCounters, len(s.Ports)), restore: []func(){undoOffloads}}
+	dp := &Dataplane{log: logger, exc: make([]exceptionCounters, len(s.Ports)), restore: []func(){undoOffloads}}
 	for i, ps := range s.Ports {
 		tap, _ := s.TapName(i)
 		dp.names, dp.tapNames = append(dp.names, ps.Name()), append(dp.tapNames, tap)
@@ -116,21 +133,29 @@ func startDataplane(s *Settings, snap *atomic.Pointer[rules.Snapshot], logger *l
 		undoOffloads()
 		return nil, fmt.Errorf("mbuf pool: %w", err)
 	}
-	cfg := datapath.Config{Snapshot: snap, ConnCapacity: s.ConnTable, HalfOpenTimeout: s.HalfOpenTimeout, NoEvict: s.ConnFullDrop}
+	dp.lcores = workers
+	nw := len(workers)
+	cfg := datapath.Config{Snapshot: snap, ConnCapacity: s.ConnTable, HalfOpenTimeout: s.HalfOpenTimeout, NoEvict: s.ConnFullDrop,
+		WorkerCount: nw, SteerPrefix4: s.SteerPrefix4, SteerPrefix6: s.SteerPrefix6, Handoff: nw > 1}
 	for _, ps := range s.Ports {
 		port, err := dpdk.PortByName(ps.Name())
 		if err != nil {
-			dp.close()
+			dp.Close()
 			return nil, fmt.Errorf("port %s: %w", ps.Name(), err)
 		}
-		if err := port.Setup(dpdk.PortConf{RxQueues: 1, TxQueues: 1, RxDesc: ringDesc, TxDesc: ringDesc, Promisc: true}, dp.pool); err != nil {
-			dp.close()
+		if info, err := port.Info(); err == nil && (int(info.MaxRxQueues) < nw || int(info.MaxTxQueues) < nw) {
+			dp.Close()
+			return nil, fmt.Errorf("port %s: %d workers need %d rx and tx queues, the device has %d and %d (net_af_packet: qpairs=%d; fewer worker lcores in \"eal\")",
+				ps.Name(), nw, nw, info.MaxRxQueues, info.MaxTxQueues, nw)
+		}
+		if err := port.Setup(dpdk.PortConf{RxQueues: uint16(nw), TxQueues: uint16(nw), RxDesc: ringDesc, TxDesc: ringDesc, Promisc: true}, dp.pool); err != nil {
+			dp.Close()
 			return nil, fmt.Errorf("port %s: %w", ps.Name(), err)
 		}
 		dp.ports = append(dp.ports, port)
 		mac, err := port.MAC()
 		if err != nil {
-			dp.close()
+			dp.Close()
 			return nil, fmt.Errorf("port %s: %w", ps.Name(), err)
 		}
 		pc := datapath.PortConfig{MAC: mac, Addrs: ps.Addrs}
@@ -147,29 +172,42 @@ func startDataplane(s *Settings, snap *atomic.Pointer[rules.Snapshot], logger *l
 		cfg.Ports = append(cfg.Ports, pc)
 		logger.Printf("port %d %s: %s %v", port, ps.Name(), macString(mac), ps.Addrs)
 	}
-	dp.engine, err = datapath.New(cfg)
-	if err != nil {
-		dp.close()
-		return nil, err
+	for w := 0; w < nw; w++ {
+		cfg.WorkerIndex = w
+		e, err := datapath.New(cfg)
+		if err != nil {
+			dp.Close()
+			return nil, err
+		}
+		dp.engines = append(dp.engines, e)
 	}
+	dp.engine = dp.engines[0]
+	dp.wstats = make([]workerCounters, nw)
 	if err := dp.startExceptionPath(s, cfg.Ports); err != nil {
-		dp.close()
+		dp.Close()
 		return nil, fmt.Errorf("exception path: %w", err)
 	}
-	dp.running.Store(true)
-	if err := dpdk.Launch(workers[0], dp.loop); err != nil {
-		dp.running.Store(false)
-		dp.close()
-		return nil, fmt.Errorf("launching worker on lcore %d: %w", workers[0], err)
+	if err := dp.setupRings(nw); err != nil {
+		dp.Close()
+		return nil, fmt.Errorf("hand-off rings: %w", err)
 	}
-	logger.Printf("worker running on lcore %d", workers[0])
+	dp.indexPorts()
+	dp.running.Store(true)
+	for w, lc := range workers {
+		if err := dpdk.Launch(lc, func() int { return dp.loop(w) }); err != nil {
+			dp.running.Store(false)
+			dp.Close()
+			return nil, fmt.Errorf("launching worker %d on lcore %d: %w", w, lc, err)
+		}
+	}
+	logger.Printf("%d worker(s) running on lcore(s) %v", nw, workers)
 	return dp, nil
 }
 
 // startExceptionPath sets up each port's exception TAP (created by EAL from the vdev
 // arguments): MAC, addresses and MTU of its kernel interface, the DPDK port itself (which
 // brings the interface up), then the kernel's default route through the gateway.
-func (dp *dataplane) startExceptionPath(s *Settings, pcs []datapath.PortConfig) error {
+func (dp *Dataplane) startExceptionPath(s *Config, pcs []datapath.PortConfig) error {
 	dp.taps = make([]dpdk.Port, len(dp.ports))
 	haveTap := false
 	for i := range dp.taps {
@@ -229,7 +267,7 @@ func (dp *dataplane) startExceptionPath(s *Settings, pcs []datapath.PortConfig) 
 
 // gatewayRoute makes gw the kernel's default route of its family through the exception
 // interface of the port whose subnet holds it.
-func (dp *dataplane) gatewayRoute(s *Settings, gw netip.Addr) error {
+func (dp *Dataplane) gatewayRoute(s *Config, gw netip.Addr) error {
 	for i, ps := range s.Ports {
 		if !slices.ContainsFunc(ps.Addrs, func(p netip.Prefix) bool { return p.Contains(gw) }) {
 			continue
@@ -244,7 +282,7 @@ func (dp *dataplane) gatewayRoute(s *Settings, gw netip.Addr) error {
 }
 
 // ExceptionStats returns the exception counters of every port. Safe from any goroutine.
-func (dp *dataplane) ExceptionStats() []ExceptionStats {
+func (dp *Dataplane) ExceptionStats() []ExceptionStats {
 	out := make([]ExceptionStats, len(dp.exc))
 	for i := range dp.exc {
 		c := &dp.exc[i]
@@ -261,17 +299,23 @@ func (dp *dataplane) ExceptionStats() []ExceptionStats {
 
 // newIO returns an I/O block with a tx list for every port id the worker uses (IO
 // indexes its lists by DPDK port id; the engine numbers ports by position).
-func (dp *dataplane) newIO() *dpdk.IO {
+func (dp *Dataplane) newIO() *dpdk.IO {
 	maxID := 0
-	for _, port := range dp.ports {
+	for _, port := range dp.allPorts() {
 		maxID = max(maxID, int(port))
 	}
+	return dpdk.NewIO(maxID + 1)
+}
+
+// allPorts lists every DPDK port the workers use: data ports, TAPs, hand-off ring ports.
+func (dp *Dataplane) allPorts() []dpdk.Port {
+	all := append([]dpdk.Port(nil), dp.ports...)
 	for _, tap := range dp.taps {
 		if tap != noTap {
-			maxID = max(maxID, int(tap))
+			all = append(all, tap)
 		}
 	}
-	return dpdk.NewIO(maxID + 1)
+	return append(all, dp.ringPorts()...)
 }
 
 // tapEveryLoaded thins the polling of a busy port's TAP: while the port's bursts come in
@@ -281,131 +325,267 @@ func (dp *dataplane) newIO() *dpdk.IO {
 // paid for every burst under load; the host's traffic waits a few iterations at most.
 const tapEveryLoaded = 8
 
-// worker is the per-iteration state of the worker loop.
+// worker is the per-iteration state of one worker loop.
 type worker struct {
+	index       int // among the workers; also the rx and tx queue it uses on every port
+	eng         *datapath.Engine
 	io          *dpdk.IO
 	spare       [1]*dpdk.Mbuf // an mbuf kept ready for frames the engine originates
 	lastControl int64
 	tapWait     []uint8 // per port: iterations since its TAP was last polled
+	stats       *workerCounters
+	// Per iteration, per port: the exception path's counts (worker 0), added at its end.
+	toK, toKDrop []uint64
 }
 
-// newWorker allocates the worker state; call it on the worker (see dpdk.NewIO).
-func (dp *dataplane) newWorker() *worker {
-	return &worker{io: dp.newIO(), lastControl: -controlGap, tapWait: make([]uint8, len(dp.ports))}
+// newWorker allocates worker w's state; call it on the worker (see dpdk.NewIO).
+func (dp *Dataplane) newWorker(w int) *worker {
+	if len(dp.engines) == 0 {
+		dp.engines = []*datapath.Engine{dp.engine}
+	}
+	if len(dp.wstats) < len(dp.engines) {
+		dp.wstats = make([]workerCounters, len(dp.engines))
+	}
+	return &worker{index: w, eng: dp.engines[w], io: dp.newIO(), lastControl: -controlGap,
+		tapWait: make([]uint8, len(dp.ports)), stats: &dp.wstats[w],
+		toK: make([]uint64, len(dp.ports)), toKDrop: make([]uint64, len(dp.ports))}
 }
 
-// loop is the worker: poll each port (and its TAP), run the engine over the burst, hand
-// the results back in the next poll (one cgo call per port per iteration).
-func (dp *dataplane) loop() int {
+// loop is worker w: poll each port (and, worker 0, its TAP), the hand-off rings, run the
+// engine over each burst, hand the results back in the next poll (one cgo call per port
+// and ring per iteration).
+func (dp *Dataplane) loop(w int) int {
 	defer dp.running.Store(false)
-	w := dp.newWorker()
-	defer w.io.Free()
+	wk := dp.newWorker(w)
+	defer wk.io.Free()
+	wk.stats.recordCPU()
 	start := time.Now()
 	idle := 0
 	for !dp.stop.Load() {
-		got := dp.poll(w, int64(time.Since(start)))
-		dp.heartbeat.Add(1)
+		got := dp.poll(wk, int64(time.Since(start)))
+		wk.stats.polls.Add(1)
 		if got == 0 {
 			if idle++; idle > idlePolls {
 				time.Sleep(idleNap)
 			}
 		} else {
 			idle = 0
+			wk.stats.busy.Add(1)
 		}
 	}
-	dp.flush(w)
+	dp.flush(wk)
 	return 0
 }
 
-// poll runs one iteration of the worker at time now and returns how many frames it
-// received. It does not allocate.
+// poll runs one iteration of worker w at time now and returns how many frames it received.
+// It does not allocate.
 //
-// Each port's burst goes through the engine: forwarded frames are queued for their out
-// port, passed frames (ActionPass: for the host itself, ARP replies, disabled rules, ...)
-// for the port's TAP, the rest is dropped. Then the port's TAP is polled (under load only
-// every tapEveryLoaded-th time) and whatever the kernel sent is queued, unchanged, for
-// the port. The queued lists go out with the next io.Run, whichever port it polls.
-func (dp *dataplane) poll(w *worker, now int64) int {
-	io := w.io
-	dp.engine.BeginBurst(now)
+// The worker's queue of each port is polled and its burst goes through the engine
+// (handle). Worker 0 also polls each port's TAP (under load only every tapEveryLoaded-th
+// time) and queues whatever the kernel sent, unchanged, for the port. With several workers,
+// each then drains the rings the others fill for it: frames it owns, copies of ARP/NDP
+// frames to learn from and, worker 0, frames for the host. The queued lists go out with the
+// next io.Run, whichever port or ring it polls.
+func (dp *Dataplane) poll(w *worker, now int64) int {
+	io, eng := w.io, w.eng
+	q := uint16(w.index)
+	eng.BeginBurst(now)
 	got := 0
+	var rx uint64
 	for p, port := range dp.ports {
-		tap := dp.taps[p]
-		n := io.Run(port, 0, 0)
+		n := io.Run(port, q, q)
 		got += n
-		var toK, toKDrop uint64
+		rx += uint64(n)
 		for i := 0; i < n; i++ {
-			m := io.Rx(i)
-			if m.Segs() != 1 {
-				io.Drop(m) // jumbo/scattered frames are not supported
-				continue
-			}
-			r := dp.engine.Process(m.Room(), uint16(p))
-			switch r.Action {
-			case datapath.ActionForward:
-				m.SetLen(r.Len)
-				if int(r.Port) < len(dp.ports) && io.Tx(int(dp.ports[r.Port]), m) {
-					continue
-				}
-			case datapath.ActionPass:
-				if tap != noTap {
-					if io.Tx(int(tap), m) {
-						toK++
-						continue
-					}
-					toKDrop++
-				}
-			}
-			io.Drop(m)
+			dp.handle(w, io.Rx(i), uint16(p), false)
 		}
-		if tap == noTap {
+		if w.index != 0 || dp.taps[p] == noTap {
 			continue
 		}
-		var fromK, fromKDrop uint64
 		if n == dpdk.MaxBurst && w.tapWait[p] < tapEveryLoaded-1 {
 			w.tapWait[p]++
-		} else {
-			w.tapWait[p] = 0
-			k := io.Run(tap, 0, 0)
-			got += k
-			for i := 0; i < k; i++ {
-				m := io.Rx(i)
-				if io.Tx(int(port), m) {
-					fromK++
-				} else {
-					io.Drop(m)
-					fromKDrop++
-				}
+			continue
+		}
+		w.tapWait[p] = 0
+		var fromK, fromKDrop uint64
+		k := io.Run(dp.taps[p], 0, 0)
+		got += k
+		for i := 0; i < k; i++ {
+			m := io.Rx(i)
+			if io.Tx(int(port), m) {
+				fromK++
+			} else {
+				io.Drop(m)
+				fromKDrop++
 			}
 		}
-		if toK|toKDrop|fromK|fromKDrop != 0 {
+		if fromK|fromKDrop != 0 {
 			c := &dp.exc[p]
-			c.ToKernel.Add(toK)
-			c.ToKernelDropped.Add(toKDrop)
 			c.FromKernel.Add(fromK)
 			c.FromKernelDropped.Add(fromKDrop)
 		}
 	}
-	dp.engine.EndBurst()
+	if len(dp.handoff) > 1 {
+		got += dp.pollRings(w)
+	}
+	for p := range w.toK {
+		if w.toK[p]|w.toKDrop[p] != 0 {
+			dp.exc[p].ToKernel.Add(w.toK[p])
+			dp.exc[p].ToKernelDropped.Add(w.toKDrop[p])
+			w.toK[p], w.toKDrop[p] = 0, 0
+		}
+	}
+	if rx != 0 {
+		w.stats.rx.Add(rx)
+	}
+	eng.EndBurst()
 	// Held packets whose next hop answered leave at once; resolution requests at least
 	// every controlGap.
-	if now-w.lastControl >= controlGap || dp.engine.ControlPending() {
+	if now-w.lastControl >= controlGap || eng.ControlPending() {
 		w.lastControl = now
-		dp.sendControl(io, &w.spare)
+		dp.sendControl(w)
 	}
 	return got
 }
 
+// pollRings drains, for worker w, the rings the other workers fill for it.
+func (dp *Dataplane) pollRings(w *worker) int {
+	io, eng := w.io, w.eng
+	q := uint16(w.index)
+	got := 0
+	for from := range dp.handoff {
+		if from == w.index {
+			continue
+		}
+		n := io.Run(dp.handoff[w.index], uint16(from), q)
+		got += n
+		for i := 0; i < n; i++ {
+			m := io.Rx(i)
+			dp.handle(w, m, dp.portOf(m), true)
+		}
+		n = io.Run(dp.learn[w.index], uint16(from), q)
+		got += n
+		for i := 0; i < n; i++ {
+			m := io.Rx(i)
+			if p := dp.portOf(m); int(p) < len(dp.ports) {
+				eng.LearnNeighbour(m.Room(), p)
+			}
+			io.Drop(m)
+		}
+		if w.index != 0 {
+			continue
+		}
+		n = io.Run(dp.pass, uint16(from), q)
+		got += n
+		for i := 0; i < n; i++ {
+			m := io.Rx(i)
+			dp.toKernel(w, m, dp.portOf(m))
+		}
+	}
+	return got
+}
+
+// handle runs one received frame through worker w's engine and queues it where the result
+// says: out of a port, to the host (worker 0: the port's TAP; the others hand it to worker
+// 0), to the worker that owns it, or to the drop list. handedOff: the frame came from
+// another worker's ring, to its owner.
+func (dp *Dataplane) handle(w *worker, m *dpdk.Mbuf, p uint16, handedOff bool) {
+	io := w.io
+	if m.Segs() != 1 {
+		io.Drop(m) // jumbo/scattered frames are not supported
+		return
+	}
+	frame := m.Room()
+	if !handedOff && len(dp.learn) > 1 && datapath.IsNeighbourFrame(frame) {
+		dp.copyNeighbour(w, frame, p)
+	}
+	var r datapath.Result
+	if handedOff {
+		r = w.eng.ProcessHandedOff(frame, p)
+	} else {
+		r = w.eng.Process(frame, p)
+	}
+	switch r.Action {
+	case datapath.ActionForward:
+		m.SetLen(r.Len)
+		if int(r.Port) < len(dp.ports) && io.Tx(int(dp.ports[r.Port]), m) {
+			w.stats.tx.Add(1)
+			return
+		}
+	case datapath.ActionPass:
+		if w.index == 0 {
+			dp.toKernel(w, m, p)
+			return
+		}
+		m.SetInPort(dp.ports[p]) // not every PMD records it; worker 0 needs it to pick the TAP
+		if io.Tx(int(dp.pass), m) {
+			return
+		}
+	case datapath.ActionHandoff:
+		m.SetInPort(dp.ports[p])
+		if int(r.Port) < len(dp.handoff) && io.Tx(int(dp.handoff[r.Port]), m) {
+			w.stats.handoffOut.Add(1)
+			return
+		}
+		w.stats.handoffDropped.Add(1)
+	}
+	io.Drop(m)
+}
+
+// toKernel queues a frame for the TAP of data port p (worker 0 only), or drops it.
+func (dp *Dataplane) toKernel(w *worker, m *dpdk.Mbuf, p uint16) {
+	if int(p) < len(dp.taps) && dp.taps[p] != noTap {
+		if w.io.Tx(int(dp.taps[p]), m) {
+			w.toK[p]++
+			return
+		}
+		w.toKDrop[p]++
+	}
+	w.io.Drop(m)
+}
+
+// copyNeighbour gives every other worker a copy of an ARP/NDP frame worker w received, so
+// that each neighbour table learns what this one learns.
+func (dp *Dataplane) copyNeighbour(w *worker, frame []byte, p uint16) {
+	for to := range dp.learn {
+		if to == w.index {
+			continue
+		}
+		var c [1]*dpdk.Mbuf
+		if err := dp.pool.AllocBulk(c[:]); err != nil {
+			return
+		}
+		room := c[0].Room()
+		copy(room[:cap(room)], frame)
+		c[0].SetLen(len(frame))
+		c[0].SetInPort(dp.ports[p])
+		if !w.io.Tx(int(dp.learn[to]), c[0]) {
+			w.io.Drop(c[0])
+		}
+	}
+}
+
+// portOf returns the engine's number of the data port a frame crossing a hand-off ring was
+// received on (handle records it in the mbuf), or len(dp.ports) if none.
+func (dp *Dataplane) portOf(m *dpdk.Mbuf) uint16 {
+	if id := int(m.InPort()); id < len(dp.portIndex) && dp.portIndex[id] >= 0 {
+		return uint16(dp.portIndex[id])
+	}
+	return uint16(len(dp.ports))
+}
+
 // flush sends what is queued and drops what the last polls received (IO.Free frees the
 // drop list), then frees the spare mbuf.
-func (dp *dataplane) flush(w *worker) {
+func (dp *Dataplane) flush(w *worker) {
 	io := w.io
+	q := uint16(w.index)
 	for p, port := range dp.ports {
-		for _, q := range []dpdk.Port{port, dp.taps[p]} {
-			if q == noTap {
-				continue
-			}
-			n := io.Run(q, 0, 0)
+		n := io.Run(port, q, q)
+		for i := 0; i < n; i++ {
+			io.Drop(io.Rx(i))
+		}
+		if w.index == 0 && dp.taps[p] != noTap {
+			n := io.Run(dp.taps[p], 0, 0)
 			for i := 0; i < n; i++ {
 				io.Drop(io.Rx(i))
 			}
@@ -417,9 +597,10 @@ func (dp *dataplane) flush(w *worker) {
 	}
 }
 
-// sendControl transmits the frames the engine wants to originate: held packets released
-// by their next hop's answer, ARP requests and neighbor solicitations.
-func (dp *dataplane) sendControl(io *dpdk.IO, spare *[1]*dpdk.Mbuf) {
+// sendControl transmits the frames worker w's engine wants to originate: held packets
+// released by their next hop's answer, ARP requests and neighbor solicitations.
+func (dp *Dataplane) sendControl(w *worker) {
+	io, spare := w.io, &w.spare
 	for k := 0; k < 16; k++ {
 		if spare[0] == nil {
 			if err := dp.pool.AllocBulk(spare[:]); err != nil {
@@ -428,7 +609,7 @@ func (dp *dataplane) sendControl(io *dpdk.IO, spare *[1]*dpdk.Mbuf) {
 		}
 		m := spare[0]
 		room := m.Room()
-		n, port, ok := dp.engine.NextControlFrame(room[:cap(room)])
+		n, port, ok := w.eng.NextControlFrame(room[:cap(room)])
 		if !ok {
 			return
 		}
@@ -440,17 +621,24 @@ func (dp *dataplane) sendControl(io *dpdk.IO, spare *[1]*dpdk.Mbuf) {
 	}
 }
 
-// alive reports whether the worker made progress since the last call.
-func (dp *dataplane) alive() bool {
-	b := dp.heartbeat.Load()
-	ok := b != dp.lastBeat && dp.running.Load()
-	dp.lastBeat = b
+// Alive reports whether every worker made progress since the last call.
+func (dp *Dataplane) Alive() bool {
+	ok := dp.running.Load()
+	if len(dp.lastBeat) < len(dp.wstats) {
+		dp.lastBeat = make([]uint64, len(dp.wstats))
+	}
+	for i := range dp.wstats {
+		b := dp.wstats[i].polls.Load()
+		ok = ok && b != dp.lastBeat[i]
+		dp.lastBeat[i] = b
+	}
 	return ok
 }
 
-// close stops the worker, then the ports and the TAPs (net_tap removes its kernel
-// interface, and the kernel its addresses and routes, when the port is closed), then EAL.
-func (dp *dataplane) close() {
+// Close stops the workers, then the ports and the TAPs (net_tap removes its kernel
+// interface, and the kernel its addresses and routes, when the port is closed), the
+// hand-off rings, then EAL.
+func (dp *Dataplane) Close() {
 	dp.stop.Store(true)
 	dpdk.WaitAll()
 	for _, p := range dp.ports {
@@ -463,6 +651,7 @@ func (dp *dataplane) close() {
 			t.Close()
 		}
 	}
+	dp.closeRings()
 	for i := len(dp.restore) - 1; i >= 0; i-- {
 		dp.restore[i]()
 	}

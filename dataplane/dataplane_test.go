@@ -1,4 +1,4 @@
-package main
+package dataplane
 
 import (
 	"bytes"
@@ -65,7 +65,7 @@ func newRingPort(t *testing.T, name string, pool *dpdk.Mempool) ringPair {
 
 // testDataplane builds a dataplane of one ring "NIC" port with 198.51.100.1/24, with a ring
 // "TAP" as its exception port if withTap, and a worker for it.
-func testDataplane(t *testing.T, name string, withTap bool) (*dataplane, *worker, ringPair, ringPair) {
+func testDataplane(t *testing.T, name string, withTap bool) (*Dataplane, *worker, ringPair, ringPair) {
 	t.Helper()
 	pool, err := dpdk.NewPktPool(name+"_pool", 4095, 32, 0, dpdk.SocketAny)
 	if err != nil {
@@ -87,12 +87,12 @@ func testDataplane(t *testing.T, name string, withTap bool) (*dataplane, *worker
 	if err != nil {
 		t.Fatal(err)
 	}
-	dp := &dataplane{
+	dp := &Dataplane{
 		ports: []dpdk.Port{nic.port}, taps: []dpdk.Port{tap.port},
 		pool: pool, engine: eng, log: log.New(os.Stderr, "", 0), exc: make([]exceptionCounters, 1),
 		names: []string{name + "_nic"}, tapNames: []string{"ilb0"},
 	}
-	w := dp.newWorker()
+	w := dp.newWorker(0)
 	t.Cleanup(func() {
 		dp.flush(w)
 		w.io.Free()
@@ -108,7 +108,7 @@ var clock int64
 
 // pollUntilIdle runs worker iterations until one receives nothing, then one more so that
 // what the last busy one queued is transmitted.
-func pollUntilIdle(t *testing.T, dp *dataplane, w *worker) {
+func pollUntilIdle(t *testing.T, dp *Dataplane, w *worker) {
 	t.Helper()
 	for i := 0; i < 100; i++ {
 		clock += int64(time.Second) // lets the engine publish its counters every time

@@ -1,4 +1,4 @@
-package main
+package dataplane
 
 // The exception path (DESIGN.md, "How a packet flows", step 4): traffic for the host's own
 // addresses that is not load-balanced (ping to an interface address, SSH, replies to the
@@ -43,8 +43,8 @@ func tapDevargs(i int, iface string) string { return tapVdev(i) + ",iface=" + if
 // checkExceptionHost verifies, before EAL creates anything, that the exception TAPs can
 // be created: /dev/net/tun is usable and no interface of the same name exists already
 // (ilbd never takes over an interface it did not create).
-func checkExceptionHost(s *Settings) error {
-	if err := s.checkTaps(); err != nil {
+func checkExceptionHost(s *Config) error {
+	if err := s.CheckTaps(); err != nil {
 		return err
 	}
 	haveTap := false

@@ -1,4 +1,4 @@
-package main
+package dataplane
 
 // Offloads of kernel-backed ports.
 //
@@ -323,7 +323,7 @@ type portOffloads struct {
 // run where it could not. Call it in ilbd's network namespace, before dpdk.Init; it never
 // fails. The returned function turns on again exactly what was turned off (call it in the
 // same namespace, once the ports are closed).
-func kernelPortOffloads(ports []PortSetting, logger *log.Logger) (restore func()) {
+func kernelPortOffloads(ports []Port, logger *log.Logger) (restore func()) {
 	var done []portOffloads
 	for _, ps := range ports {
 		iface := kernelPortIface(ps.Device)

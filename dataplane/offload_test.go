@@ -1,4 +1,4 @@
-package main
+package dataplane
 
 import (
 	"bytes"
@@ -106,7 +106,7 @@ func features(t *testing.T, ns, dev string, change map[string]bool) map[string]b
 
 // runOffloads runs kernelPortOffloads inside ns and returns its restore function (to be
 // run in ns too) and the log.
-func runOffloads(t *testing.T, ns string, ports []PortSetting) (restore func(), logged *bytes.Buffer) {
+func runOffloads(t *testing.T, ns string, ports []Port) (restore func(), logged *bytes.Buffer) {
 	t.Helper()
 	logged = &bytes.Buffer{}
 	logger := log.New(logged, "", 0)
@@ -177,7 +177,7 @@ func TestOffloadVethPeerInOtherNamespace(t *testing.T) {
 		t.Fatalf("unexpected stock features: va %v, vb %v", origA, origB)
 	}
 
-	restore, logged := runOffloads(t, a, []PortSetting{{Device: "net_af_packet0,iface=va"}})
+	restore, logged := runOffloads(t, a, []Port{{Device: "net_af_packet0,iface=va"}})
 	t.Logf("log:\n%s", logged)
 	gotA, gotB := features(t, a, "va", nil), features(t, b, "vb", nil)
 	checkOff(t, "va (ilbd's)", gotA, ownOffload, "rx-gro", "tx-tcp-segmentation", "tx-generic-segmentation")
@@ -202,7 +202,7 @@ func TestOffloadVethPeerInOtherNamespace(t *testing.T) {
 	}
 
 	// Again, as an ilbd started after a kill -9 of this one: all off already.
-	restore2, logged2 := runOffloads(t, a, []PortSetting{{Device: "net_af_packet0,iface=va"}})
+	restore2, logged2 := runOffloads(t, a, []Port{{Device: "net_af_packet0,iface=va"}})
 	if l := portLines(logged2.String(), "net_af_packet0,iface=va"); len(l) != 1 ||
 		!strings.Contains(l[0], "offloads off on va (already off) and on its veth peer vb in namespace "+b+" (already off)") ||
 		!strings.Contains(l[0], "nothing to restore at stop") {
@@ -229,7 +229,7 @@ func TestOffloadVethPeerInSameNamespace(t *testing.T) {
 	origC, origD := features(t, a, "vc", nil), features(t, a, "vd", nil)
 	origX, origY := features(t, a, "vx", nil), features(t, a, "vy", nil)
 
-	ports := []PortSetting{
+	ports := []Port{
 		{Device: "net_af_xdp0,iface=vc"},
 		{Device: "net_tap0,iface=vx"}, {Device: "net_pcap0,iface=vy"}, {Device: "net_null0"},
 		{Device: "net_ring0"}, {Device: "0000:03:00.0"},
@@ -303,7 +303,7 @@ func TestOffloadPeerOnlyAProcessHolds(t *testing.T) {
 	}
 	origQ := readQ()
 
-	restore, logged := runOffloads(t, a, []PortSetting{{Device: "net_af_packet0,iface=vp"}})
+	restore, logged := runOffloads(t, a, []Port{{Device: "net_af_packet0,iface=vp"}})
 	t.Logf("log:\n%s", logged)
 	checkOff(t, "vq (peer)", readQ(), peerOffload, "tx-checksum-ip-generic")
 	lines := portLines(logged.String(), "net_af_packet0,iface=vp")
@@ -347,7 +347,7 @@ func TestOffloadUnreachablePeerWarning(t *testing.T) {
 	addVeth(t, a, "vu", "vv", netlink.NsFd(h))
 	origU := features(t, a, "vu", nil)
 
-	restore, logged := runOffloads(t, a, []PortSetting{{Device: "net_af_packet0,iface=vu"}})
+	restore, logged := runOffloads(t, a, []Port{{Device: "net_af_packet0,iface=vu"}})
 	t.Logf("log:\n%s", logged)
 	checkOff(t, "vu (ilbd's)", features(t, a, "vu", nil), ownOffload, "tx-tcp-segmentation")
 	lines := portLines(logged.String(), "net_af_packet0,iface=vu")

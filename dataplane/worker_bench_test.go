@@ -1,4 +1,4 @@
-package main
+package dataplane
 
 import (
 	"encoding/binary"
@@ -139,7 +139,7 @@ var benchClock int64 = 1
 
 // benchDataplane sets the replay port and its engine up once for every run of the benchmark
 // (a port can be configured only once in the process).
-var benchDataplane = sync.OnceValues(func() (*dataplane, error) {
+var benchDataplane = sync.OnceValues(func() (*Dataplane, error) {
 	port, err := dpdk.PortByName(benchPort)
 	if err != nil {
 		return nil, fmt.Errorf("no %s port (EAL was not given the capture): %w", benchPort, err)
@@ -185,7 +185,7 @@ var benchDataplane = sync.OnceValues(func() (*dataplane, error) {
 		}
 	}
 
-	return &dataplane{ports: []dpdk.Port{port}, taps: []dpdk.Port{noTap}, pool: pool, engine: eng,
+	return &Dataplane{ports: []dpdk.Port{port}, taps: []dpdk.Port{noTap}, pool: pool, engine: eng,
 		log: log.New(os.Stderr, "", 0), exc: make([]exceptionCounters, 1), names: []string{benchPort}, tapNames: []string{""}}, nil
 })
 
@@ -199,7 +199,7 @@ func BenchmarkWorkerHalfNATEstablished(b *testing.B) {
 	var received uint64
 	run := func(iterations int) {
 		if err := dpdk.Launch(lcore, func() int {
-			w := dp.newWorker()
+			w := dp.newWorker(0)
 			defer w.io.Free()
 			start := time.Now()
 			var got uint64

@@ -21,6 +21,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/ilbgo/ilb/api"
+	"github.com/ilbgo/ilb/dataplane"
 	"github.com/ilbgo/ilb/rules"
 )
 
@@ -49,7 +50,7 @@ func run(args []string) int {
 		exception                     string
 		ports                         multiFlag
 		// Settings of the connection table, one value each, as in the settings file.
-		connFlags = map[string]*string{"conn-table": new(string), "half-open-timeout": new(string), "conn-full": new(string)}
+		connFlags = map[string]*string{"conn-table": new(string), "half-open-timeout": new(string), "conn-full": new(string), "steer-prefix": new(string)}
 	)
 	fs.BoolVar(&debug, "d", false, "stay in the foreground and log to stderr")
 	fs.BoolVar(&debugLong, "debug", false, "same as -d")
@@ -64,6 +65,7 @@ func run(args []string) int {
 	fs.StringVar(&adminGroup, "admin-group", "", "group whose members may change the configuration")
 	fs.StringVar(connFlags["conn-table"], "conn-table", "", "connection entries per worker (default 262144)")
 	fs.StringVar(connFlags["half-open-timeout"], "half-open-timeout", "", "seconds a connection may stay half-open, or closing after a RST (default 5)")
+	fs.StringVar(connFlags["steer-prefix"], "steer-prefix", "", `with several workers, the client-address prefix lengths that choose a flow's worker: "BITS4 [BITS6]" (default 32 128)`)
 	fs.StringVar(connFlags["conn-full"], "conn-full", "", "when the connection table is full: evict (the oldest half-open entry) or drop (the new connection)")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		// Asked for help: usage on stdout, success; a bad option: usage on stderr, failure.
@@ -126,9 +128,9 @@ func run(args []string) int {
 				return err
 			}
 		}
-		for _, k := range []string{"conn-table", "half-open-timeout", "conn-full"} {
+		for _, k := range []string{"conn-table", "half-open-timeout", "conn-full", "steer-prefix"} {
 			if v := *connFlags[k]; v != "" {
-				if err := s.set(k, []string{v}); err != nil {
+				if err := s.set(k, strings.Fields(v)); err != nil {
 					return err
 				}
 			}
@@ -168,13 +170,13 @@ func serve(s *Settings, logger *log.Logger) error {
 	logger.Printf("loaded %d rules, %d server groups, %d health checks from %s",
 		len(cfg.Rules), len(cfg.Groups), len(cfg.HealthChecks), s.Store)
 
-	var dp *dataplane
+	var dp *dataplane.Dataplane
 	if len(s.Ports) > 0 {
-		dp, err = startDataplane(s, mgr.Snapshot(), logger)
+		dp, err = dataplane.Start(&s.Config, mgr.Snapshot(), logger)
 		if err != nil {
 			return fmt.Errorf("data plane: %w", err)
 		}
-		defer dp.close()
+		defer dp.Close()
 	} else {
 		logger.Printf("no data-plane port configured: configuration only")
 	}
@@ -191,7 +193,7 @@ func serve(s *Settings, logger *log.Logger) error {
 	if dp != nil {
 		svc.Tables = tables{dp}
 		stopWatch := make(chan struct{})
-		go dp.watchChecksums(stopWatch)
+		go dp.WatchChecksums(stopWatch)
 		defer close(stopWatch)
 	}
 	done := make(chan error, 1)
@@ -239,7 +241,7 @@ func dirOf(path string) string {
 }
 
 // watchdog pings systemd's watchdog while the data-plane worker makes progress.
-func watchdog(dp *dataplane) func() {
+func watchdog(dp *dataplane.Dataplane) func() {
 	interval, err := daemon.SdWatchdogEnabled(false)
 	if err != nil || interval == 0 {
 		return func() {}
@@ -253,7 +255,7 @@ func watchdog(dp *dataplane) func() {
 			case <-stop:
 				return
 			case <-t.C:
-				if dp == nil || dp.alive() {
+				if dp == nil || dp.Alive() {
 					daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ilbgo/ilb/datapath"
+	"github.com/ilbgo/ilb/dataplane"
 )
 
 // DefaultSettingsFile is read when -f is not given; it may be absent.
@@ -21,62 +22,13 @@ const DefaultSettingsFile = "/etc/ilb/ilbd.conf"
 // DefaultStore is where the configuration is kept durably.
 const DefaultStore = "/var/lib/ilb/config.json"
 
-// PortSetting is one data-plane port: a DPDK device and the addresses ilbd owns on it.
-type PortSetting struct {
-	// Device is a vdev ("net_af_packet0,iface=lb0") or a PCI address ("0000:03:00.0").
-	Device string
-	Addrs  []netip.Prefix
-	// Tap names the kernel interface of the port's exception path ("tap=NAME" on the
-	// port line); empty means the default, DefaultTapPrefix + the port's index.
-	Tap string
-	// Exception is the port's own "exception=on|off" option; exceptionDefault means
-	// the global "exception" setting decides.
-	Exception tristate
-}
-
-// tristate is an on/off option that may be left to a default.
-type tristate uint8
-
-const (
-	exceptionDefault tristate = iota
-	exceptionOn
-	exceptionOff
-)
-
-// DefaultTapPrefix names the kernel interfaces of the exception path: ilb0 for the
-// first port, ilb1 for the second, and so on.
-const DefaultTapPrefix = "ilb"
-
-// IsVdev reports whether the device is a virtual device (given to EAL with --vdev) rather
-// than a PCI device (given with -a).
-func (p PortSetting) IsVdev() bool { return strings.HasPrefix(p.Device, "net_") }
-
-// Name is the name DPDK registers the port under: the vdev name without its arguments, or
-// the PCI address.
-func (p PortSetting) Name() string {
-	name, _, _ := strings.Cut(p.Device, ",")
-	return name
-}
-
-// Settings are ilbd's own settings (the load-balancing configuration is in the store).
+// Settings are ilbd's own settings (the load-balancing configuration is in the store): its
+// control socket, store and admin group, and the data plane's configuration.
 type Settings struct {
 	Socket     string
 	Store      string
-	EAL        []string
-	Ports      []PortSetting
-	Gateways   []netip.Addr // default gateways, at most one IPv4 and one IPv6
 	AdminGroup string
-	// ConnTable is the number of connection entries per data-plane worker.
-	ConnTable int
-	// HalfOpenTimeout is how long a connection entry may stay half-open (no completed
-	// handshake, or no UDP reply) and how long one lingers after a RST.
-	HalfOpenTimeout time.Duration
-	// ConnFullDrop refuses new connections when the table is full ("conn-full drop")
-	// instead of evicting the least recently active half-open entry ("conn-full evict").
-	ConnFullDrop bool
-	// NoException turns the exception path (a TAP per port to the host's kernel) off
-	// for every port that does not turn it on itself ("exception off").
-	NoException bool
+	dataplane.Config
 }
 
 // parseSettings reads a settings file: one "key value..." per line, '#' starts a comment.
@@ -149,6 +101,22 @@ func (s *Settings) set(key string, args []string) error {
 			}
 			s.HalfOpenTimeout = time.Duration(n) * time.Second
 		}
+	case "steer-prefix":
+		if len(args) < 1 || len(args) > 2 {
+			return errors.New("steer-prefix takes an IPv4 prefix length and optionally an IPv6 one")
+		}
+		b4, e4 := strconv.Atoi(args[0])
+		if e4 != nil || b4 < 1 || b4 > 32 {
+			return fmt.Errorf("steer-prefix: IPv4 prefix length must be 1 to 32, not %q", args[0])
+		}
+		b6 := 128
+		if len(args) == 2 {
+			var e6 error
+			if b6, e6 = strconv.Atoi(args[1]); e6 != nil || b6 < 1 || b6 > 128 {
+				return fmt.Errorf("steer-prefix: IPv6 prefix length must be 1 to 128, not %q", args[1])
+			}
+		}
+		s.SteerPrefix4, s.SteerPrefix6 = b4, b6
 	case "conn-full":
 		var v string
 		if v, err = one(); err == nil {
@@ -164,19 +132,19 @@ func (s *Settings) set(key string, args []string) error {
 	case "exception":
 		var v string
 		if v, err = one(); err == nil {
-			var t tristate
+			var t dataplane.TapMode
 			if t, err = parseOnOff(key, v); err == nil {
-				s.NoException = t == exceptionOff
+				s.NoException = t == dataplane.ExceptionOff
 			}
 		}
 	case "port":
 		if len(args) < 2 {
 			return errors.New("port needs a device and at least one address/prefix")
 		}
-		p := PortSetting{Device: args[0]}
+		p := dataplane.Port{Device: args[0]}
 		for _, a := range args[1:] {
 			if k, v, ok := strings.Cut(a, "="); ok {
-				if perr := p.setOption(k, v); perr != nil {
+				if perr := setPortOption(&p, k, v); perr != nil {
 					return fmt.Errorf("port %s: %w", args[0], perr)
 				}
 				continue
@@ -197,8 +165,8 @@ func (s *Settings) set(key string, args []string) error {
 	return err
 }
 
-// setOption applies one KEY=VALUE option of a port line.
-func (p *PortSetting) setOption(k, v string) error {
+// setPortOption applies one KEY=VALUE option of a port line.
+func setPortOption(p *dataplane.Port, k, v string) error {
 	switch k {
 	case "tap":
 		if err := checkIfName(v); err != nil {
@@ -217,14 +185,14 @@ func (p *PortSetting) setOption(k, v string) error {
 	return nil
 }
 
-func parseOnOff(key, v string) (tristate, error) {
+func parseOnOff(key, v string) (dataplane.TapMode, error) {
 	switch v {
 	case "on":
-		return exceptionOn, nil
+		return dataplane.ExceptionOn, nil
 	case "off":
-		return exceptionOff, nil
+		return dataplane.ExceptionOff, nil
 	}
-	return exceptionDefault, fmt.Errorf("%s must be on or off, not %q", key, v)
+	return dataplane.ExceptionDefault, fmt.Errorf("%s must be on or off, not %q", key, v)
 }
 
 // checkIfName accepts a Linux interface name that can also be passed inside a DPDK
@@ -244,47 +212,10 @@ func checkIfName(n string) error {
 	return nil
 }
 
-// TapName returns the kernel interface of port i's exception path and whether the port
-// has one at all.
-func (s *Settings) TapName(i int) (string, bool) {
-	p := s.Ports[i]
-	if p.Exception == exceptionOff || (p.Exception == exceptionDefault && s.NoException) {
-		return "", false
-	}
-	if p.Tap != "" {
-		return p.Tap, true
-	}
-	return fmt.Sprintf("%s%d", DefaultTapPrefix, i), true
-}
-
-// checkTaps fails if two ports would use the same exception interface, or one a kernel
-// interface that a port's device works on (its iface= argument).
-func (s *Settings) checkTaps() error {
-	seen := map[string]int{}
-	for i := range s.Ports {
-		name, ok := s.TapName(i)
-		if !ok {
-			continue
-		}
-		if j, dup := seen[name]; dup {
-			return fmt.Errorf("ports %s and %s would both use the exception interface %s (give one of them tap=NAME)",
-				s.Ports[j].Name(), s.Ports[i].Name(), name)
-		}
-		seen[name] = i
-	}
-	for _, p := range s.Ports {
-		if i, dup := seen[deviceIface(p.Device)]; dup {
-			n, _ := s.TapName(i)
-			return fmt.Errorf("port %s: its exception interface %s is the interface of port %s (name it with tap=NAME)",
-				s.Ports[i].Name(), n, p.Device)
-		}
-	}
-	return nil
-}
-
 // loadSettings reads the settings file: the default one may be missing, an explicit one not.
 func loadSettings(path string, explicit bool) (*Settings, error) {
-	s := &Settings{Store: DefaultStore, AdminGroup: "ilbadm", ConnTable: 1 << 18, HalfOpenTimeout: datapath.DefaultHalfOpenTimeout}
+	s := &Settings{Store: DefaultStore, AdminGroup: "ilbadm",
+		Config: dataplane.Config{ConnTable: 1 << 18, HalfOpenTimeout: datapath.DefaultHalfOpenTimeout}}
 	err := parseSettings(path, s)
 	if err != nil && !(errors.Is(err, fs.ErrNotExist) && !explicit) {
 		return nil, err

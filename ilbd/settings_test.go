@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ilbgo/ilb/dataplane"
 )
 
 func settingsFrom(t *testing.T, text string) (*Settings, error) {
@@ -45,7 +47,7 @@ port  net_null0 203.0.113.129/25 exception=on
 	if got := s.Ports[1].Addrs; len(got) != 1 || got[0].String() != "192.0.2.1/24" {
 		t.Errorf("port 1 addresses %v: options must not be taken for addresses", got)
 	}
-	args := ealArgs(s)
+	args := dataplane.EALArgs(&s.Config)
 	for _, want := range []string{"--vdev=net_tap_ilb0,iface=ilb0", "--vdev=net_tap_ilb1,iface=srvtap", "--vdev=net_tap_ilb3,iface=ilb3"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("EAL arguments %q lack %s", args, want)
@@ -64,7 +66,7 @@ port  net_null0 203.0.113.129/25 exception=on
 		t.Fatal(err)
 	}
 	check(tap{"ilb0", true}, tap{"srvtap", true}, tap{"", false}, tap{"ilb3", true})
-	if err := s.checkTaps(); err != nil {
+	if err := s.CheckTaps(); err != nil {
 		t.Errorf("checkTaps: %v", err)
 	}
 }
@@ -89,30 +91,15 @@ func TestExceptionSettingsErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.checkTaps(); err == nil || !strings.Contains(err.Error(), "ilb1") {
+	if err := s.CheckTaps(); err == nil || !strings.Contains(err.Error(), "ilb1") {
 		t.Errorf("two ports on ilb1: checkTaps = %v", err)
 	}
 	s, err = settingsFrom(t, "port net_tap0,iface=ilb1 198.51.100.1/24 exception=off\nport net_null1 192.0.2.1/24\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.checkTaps(); err == nil || !strings.Contains(err.Error(), "ilb1") {
+	if err := s.CheckTaps(); err == nil || !strings.Contains(err.Error(), "ilb1") {
 		t.Errorf("exception interface ilb1 = a port's own interface: checkTaps = %v", err)
-	}
-}
-
-func TestAFPacketIface(t *testing.T) {
-	for dev, want := range map[string]string{
-		"net_af_packet0,iface=lbc":           "lbc",
-		"net_af_packet1,qpairs=1,iface=eth1": "eth1",
-		"eth_af_packet0,iface=x":             "x",
-		"net_af_packet0":                     "",
-		"net_tap0,iface=lbc":                 "",
-		"0000:03:00.0":                       "",
-	} {
-		if got := afPacketIface(dev); got != want {
-			t.Errorf("afPacketIface(%q) = %q, want %q", dev, got, want)
-		}
 	}
 }
 
@@ -128,7 +115,7 @@ func TestSettingsExample(t *testing.T) {
 	if name, on := s.TapName(1); name != "ilbsrv" || !on {
 		t.Errorf("TapName(1) = %q, %v; want ilbsrv, true", name, on)
 	}
-	if err := s.checkTaps(); err != nil {
+	if err := s.CheckTaps(); err != nil {
 		t.Error(err)
 	}
 	if s.ConnTable != 262144 || s.HalfOpenTimeout != 5*time.Second || s.ConnFullDrop {
