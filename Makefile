@@ -6,7 +6,11 @@ BIN     := bin
 APT_PKGS := dpdk dpdk-dev libdpdk-dev pkg-config iproute2 ethtool openssh-client curl iputils-ping
 HUGEPAGES ?= 1024
 
-.PHONY: all deps build test unit e2e demo bench fuzz hugepages vet clean
+.PHONY: all deps build test unit e2e e2e-workers demo bench fuzz hugepages vet clean
+
+# LAB_LCORES gives ilbd two workers on a 2-CPU machine (lcore 1 shares CPU 0 with the main
+# lcore) for the second pass of the end-to-end suite.
+LAB_LCORES ?= 0@0,1@0,2@1
 
 all: build
 
@@ -27,15 +31,20 @@ build: deps
 vet:
 	$(GO) vet ./...
 
-# test runs every unit test and the end-to-end lab (root: namespaces and DPDK).
+# test runs every unit test and the end-to-end lab (root: namespaces and DPDK), then the lab
+# again with ilbd on two workers.
 test: build vet
 	$(GO) test -count=1 -timeout 20m ./...
+	ILB_LAB_LCORES=$(LAB_LCORES) $(GO) test -count=1 -timeout 20m ./tests/
 
 unit: build
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /tests)
 
 e2e: build
 	$(GO) test -count=1 -v -timeout 15m ./tests/
+
+e2e-workers: build
+	ILB_LAB_LCORES=$(LAB_LCORES) $(GO) test -count=1 -v -timeout 15m ./tests/
 
 # demo builds a lab of network namespaces, runs ilbd on DPDK af_packet ports and sends
 # real TCP and UDP traffic through the VIP.
@@ -51,7 +60,7 @@ hugepages:
 
 bench: build hugepages
 	$(GO) test -run '^$$' -bench . -benchmem ./datapath/
-	ILB_DPDK_HUGE=1 $(GO) test -run '^$$' -bench . -benchmem ./dpdk/ ./ilbd/
+	ILB_DPDK_HUGE=1 $(GO) test -run '^$$' -bench . -benchmem ./dpdk/ ./dataplane/
 
 # fuzz runs each fuzz target for a while (FUZZTIME each); crashers land in testdata/fuzz.
 FUZZTIME ?= 30s

@@ -25,8 +25,11 @@
 //	offload_test.go                hosts with the kernel's stock offloads: what ilbd turns off
 //	                               on its interfaces and their veth peers, and restores; 300
 //	                               TCP and 300 UDP requests through every topology and family
+//	workers_test.go                ilbd on two workers: flows owned and handed off, show-worker
 //	flood_test.go                  SYN and bare-ACK floods from spoofed sources, more flows
 //	                               than the connection table holds, half-NAT and full-NAT
+//
+// `make test` runs the suite a second time with ilbd on two workers ($ILB_LAB_LCORES).
 //
 // Tests that need root or `ip` skip with the reason when those are missing; a
 // missing bin/ilbd or bin/ilbadm is a failure (it means the build step was skipped).

@@ -188,7 +188,7 @@ func TestLabTopology(t *testing.T) {
 	}
 }
 
-// TestLabChecksums checks the premise of ilbd's offload handling (ilbd/offload.go): with
+// TestLabChecksums checks the premise of ilbd's offload handling (dataplane/offload.go): with
 // the kernel's stock offloads (the lab changes none), the frames the client's kernel sends
 // reach an AF_PACKET socket on lbc (as DPDK's net_af_packet reads them) with a correct IPv4
 // header checksum but a partial TCP/UDP checksum (CHECKSUM_PARTIAL: only the pseudo-header

@@ -64,7 +64,7 @@ func isTSO(f string) bool {
 }
 
 // ilbdOwnOff: what ilbd turns off on its own interfaces (GRO, LRO, TSO, GSO; as
-// ilbd/offload.go's ownOffload).
+// dataplane/offload.go's ownOffload).
 func ilbdOwnOff(f string) bool {
 	switch f {
 	case "rx-gro", "rx-lro", "rx-gro-hw", "rx-gro-list", "rx-udp-gro-forwarding",
@@ -75,7 +75,7 @@ func ilbdOwnOff(f string) bool {
 }
 
 // ilbdPeerOff: what ilbd turns off on the veth peers of its interfaces (tx checksum
-// offload, TSO, GSO; as ilbd/offload.go's peerOffload).
+// offload, TSO, GSO; as dataplane/offload.go's peerOffload).
 func ilbdPeerOff(f string) bool {
 	switch f {
 	case "tx-generic-segmentation", "tx-udp-segmentation", "tx-gso-list":

@@ -25,7 +25,9 @@ func TestE2EIPv6Persistence(t *testing.T) { runPersistence(t, ipv6) }
 //   - subnet mask (/24, /64) on a second VIP: the three addresses share one server;
 //   - host mask, UDP: 30 flows (new source port each) from the client reach one server.
 func runPersistence(t *testing.T, f family) {
-	l := newLab(t, lab.Options{IPv6: f.v6})
+	// The subnet pmask is the shortest in use: with several workers it must be the steering
+	// prefix, so that the whole subnet is owned by one worker.
+	l := newLab(t, lab.Options{IPv6: f.v6, ExtraSettings: []string{"steer-prefix 24 64"}})
 	startIlbd(t, l)
 	createGroup(t, l, f, "websg")
 	ilbadmAll(t, l,

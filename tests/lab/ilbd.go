@@ -75,6 +75,10 @@ func (l *Lab) IlbdLog() string {
 	return string(b)
 }
 
+// LcoresEnv names the environment variable that gives the lab's ilbd an EAL --lcores list,
+// and so its number of workers (every lcore but the main one).
+const LcoresEnv = "ILB_LAB_LCORES"
+
 // Settings returns the settings file text for this lab.
 func (l *Lab) Settings() string {
 	var b strings.Builder
@@ -87,7 +91,16 @@ func (l *Lab) Settings() string {
 	}
 	eal := l.opts.EAL
 	if eal == "" {
-		eal = "-l 0-1 --no-huge -m 512 --no-pci --no-telemetry --file-prefix=" + l.Prefix
+		// $ILB_LAB_LCORES (e.g. 0@0,1@0,2@1: two workers on a 2-CPU machine) runs ilbd with
+		// several workers; by default one worker on lcore 1.
+		lcores := "-l 0-1"
+		if lc := os.Getenv(LcoresEnv); lc != "" {
+			lcores = "--lcores=" + lc
+		}
+		if l.opts.Lcores != "" {
+			lcores = "--lcores=" + l.opts.Lcores
+		}
+		eal = lcores + " --no-huge -m 512 --no-pci --no-telemetry --file-prefix=" + l.Prefix
 	}
 	fmt.Fprintf(&b, "eal      %s\n", eal)
 	if l.opts.IPv6 {

@@ -51,7 +51,7 @@
 // leave TCP/UDP checksums partial and may send frames larger than the MTU. ilbd itself,
 // while it runs, turns GRO/LRO/TSO/GSO off on lbc and lbs and tx checksum offload, TSO and
 // GSO on their veth peers (cl0, or lbc-br with ReturnRouter; lbs-br), and restores them
-// when it stops cleanly (ilbd/offload.go); the lab never changes offloads. In KernelRouter mode (lab self-checks only) the lb
+// when it stops cleanly (dataplane/offload.go); the lab never changes offloads. In KernelRouter mode (lab self-checks only) the lb
 // namespace's kernel instead routes between the client and server subnets.
 //
 // Every server has arp_ignore=1 and arp_announce=2 (it answers ARP only for addresses of
@@ -144,6 +144,10 @@ type Options struct {
 	BinDir string
 	// EAL overrides the EAL arguments of the settings file.
 	EAL string
+	// Lcores, if set, is the EAL --lcores list of the default EAL arguments (and so ilbd's
+	// number of workers: every lcore but the main one), e.g. "0@0,1@0,2@1"; else
+	// $ILB_LAB_LCORES, else one worker ("-l 0-1").
+	Lcores string
 	// Gateway, if set, adds a "gateway" line to the settings file.
 	Gateway string
 	// ExtraSettings are further settings-file lines ("conn-table 4096"), written last.
@@ -533,7 +537,7 @@ func (l *Lab) buildTopology() error {
 	// Offloads: every interface keeps the kernel's stock settings, as on real hosts (a veth
 	// has tx checksum offload, TSO and GSO on, so senders leave checksums partial). ilbd
 	// turns them off where it must while it runs: on lbc and lbs and on their veth peers
-	// (ilbd/offload.go); the lab touches none of them.
+	// (dataplane/offload.go); the lab touches none of them.
 
 	// lb namespace: links up; lbc/lbs promiscuous, as a NIC owned by DPDK would be, so
 	// that the AF_PACKET sockets of net_af_packet see every frame whatever its MAC.
