@@ -60,10 +60,14 @@ func MergeStats(all ...Stats) Stats {
 }
 
 // addGlobal adds every counter of b to a.
-func addGlobal(a, b *GlobalCounters) { addUint64Fields(reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()) }
+func addGlobal(a, b *GlobalCounters) {
+	addUint64Fields(reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem())
+}
 
 // addRule adds every counter of b to a.
-func addRule(a, b *RuleCounters) { addUint64Fields(reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()) }
+func addRule(a, b *RuleCounters) {
+	addUint64Fields(reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem())
+}
 
 func addUint64Fields(a, b reflect.Value) {
 	for i := 0; i < a.NumField(); i++ {

@@ -98,11 +98,11 @@ func drive(engines []*datapath.Engine, clock *int64) (stop func()) {
 func TestDumpMergesWorkers(t *testing.T) {
 	engines, open, clock := twoWorkers(t)
 	p1, p2, p3 := "203.0.113.5", "198.51.100.5", "192.0.2.5"
-	open(engines[0], p1, 1000)         // server 0
-	open(engines[0], p3, 1001)         // server 1
+	open(engines[0], p1, 1000)            // server 0
+	open(engines[0], p3, 1001)            // server 1
 	open(engines[1], "203.0.113.6", 2000) // the same /24 as p1: server 0 on this worker too
-	open(engines[1], p2, 2001)         // server 1
-	open(engines[1], p3, 2002)         // server 2: not what worker 0 chose, a bug to report
+	open(engines[1], p2, 2001)            // server 1
+	open(engines[1], p3, 2002)            // server 2: not what worker 0 chose, a bug to report
 	stop := drive(engines, clock)
 	defer stop()
 
