@@ -1,5 +1,7 @@
 package datapath
 
+import "net/netip"
+
 // Flow ownership among several workers. Each worker's engine holds its own connection shard,
 // persistence table, full-NAT port share and counters, so every packet of a flow must be
 // handled by one worker: its owner. Ownership follows from the packet alone:
@@ -185,3 +187,10 @@ func (e *Engine) ConnCapacity() int { return len(e.conns.entries) }
 
 // Worker returns the engine's index among the workers.
 func (e *Engine) Worker() int { return e.worker }
+
+// OwnerOfClient returns the worker, among workers, that owns the flows of client a with the
+// default steering prefix (the whole address): for tests and tools that place flows.
+func OwnerOfClient(a netip.Addr, workers int) int {
+	e := Engine{workers: max(workers, 1), steer4: ^uint32(0), steer6: prefixMask(false, 128)}
+	return e.clientOwner(addrFromNetip(a.Unmap()))
+}

@@ -26,10 +26,18 @@ func TestMain(m *testing.M) {
 	// given at initialisation.
 	vdev, err := benchVdev()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "ilbd tests:", err)
+		fmt.Fprintln(os.Stderr, "dataplane tests:", err)
 		os.Exit(1)
 	}
-	os.Exit(dpdktest.Run(m, vdev))
+	vdev2, err := bench2Vdev()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dataplane tests:", err)
+		os.Exit(1)
+	}
+	// Three lcores: the main one and two workers, for the two-worker benchmark (worker 2
+	// shares the main lcore's CPU, which waits while the workers run).
+	a, b := dpdktest.TwoCPUs()
+	os.Exit(dpdktest.Run(m, vdev, vdev2, fmt.Sprintf("--lcores=0@%d,1@%d,2@%d", a, b, a)))
 }
 
 var (

@@ -38,7 +38,7 @@ func Hugepages() bool { return os.Getenv(EnvHuge) == "1" }
 // if there is only one), no PCI, no telemetry, no shared config and a
 // file prefix unique to the process, so that test binaries of several
 // packages can run in parallel. extra (such as "--vdev=net_null0") is
-// appended.
+// appended; an extra "--lcores=..." replaces the two default lcores.
 func Args(extra ...string) []string {
 	p := fmt.Sprintf("ilbt%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 	prefix.Store(&p)
@@ -47,9 +47,16 @@ func Args(extra ...string) []string {
 	if level == "" {
 		level = "4"
 	}
+	lcores := fmt.Sprintf("--lcores=0@%d,1@%d", a, b)
+	for i, e := range extra {
+		if strings.HasPrefix(e, "--lcores=") {
+			lcores, extra = e, append(append([]string(nil), extra[:i]...), extra[i+1:]...)
+			break
+		}
+	}
 	args := []string{
 		"dpdktest",
-		fmt.Sprintf("--lcores=0@%d,1@%d", a, b),
+		lcores,
 		"--main-lcore=0",
 		"--no-pci",
 		"--no-telemetry",
@@ -157,3 +164,7 @@ func allowedCPUs() []int {
 	}
 	return nil
 }
+
+// TwoCPUs returns the first two CPUs this process may use (the same one twice if it may use
+// only one), for a test's own --lcores mapping.
+func TwoCPUs() (int, int) { return twoCPUs() }
