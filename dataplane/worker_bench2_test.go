@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 
 	"github.com/ilbgo/ilb/datapath"
 	"github.com/ilbgo/ilb/dpdk"
-	"github.com/ilbgo/ilb/rules"
 )
 
 // The whole-worker benchmark on two workers: a net_pcap port with two rx queues, each replaying
@@ -90,17 +88,10 @@ var bench2Dataplane = sync.OnceValues(func() (*Dataplane, error) {
 	if err := port.Setup(dpdk.PortConf{RxQueues: 2, TxQueues: 2, RxDesc: ringDesc, TxDesc: ringDesc}, pool); err != nil {
 		return nil, err
 	}
-	cfg := rules.Config{}
-	cfg.CreateServerGroup("sg")
-	for _, s := range benchServer {
-		cfg.AddServer("sg", rules.ServerSpec{Addr: s})
-	}
-	if err := cfg.CreateRule(rules.Rule{Name: "web", Enabled: true, VIP: benchVIP, Proto: rules.ProtoTCP,
-		MinPort: 80, MaxPort: 80, Algo: rules.AlgoRoundRobin, Topo: rules.TopoHalfNAT, ServerGroup: "sg"}); err != nil {
+	snap, err := benchSnapshot()
+	if err != nil {
 		return nil, err
 	}
-	snap := &atomic.Pointer[rules.Snapshot]{}
-	snap.Store(rules.Compile(&cfg, 1, func(string) uint64 { return 1 }))
 	dp := &Dataplane{ports: []dpdk.Port{port}, taps: []dpdk.Port{noTap}, pool: pool, lcores: lcores[:2],
 		log: log.New(os.Stderr, "", 0), exc: make([]exceptionCounters, 1), names: []string{bench2Port}, tapNames: []string{""}}
 	for w := 0; w < 2; w++ {

@@ -134,6 +134,23 @@ func benchARPReply(ip netip.Addr, mac [6]byte) []byte {
 	return f
 }
 
+// benchSnapshot is the benchmarks' configuration: one half-NAT round-robin rule on the VIP's
+// port 80 over the three servers.
+func benchSnapshot() (*atomic.Pointer[rules.Snapshot], error) {
+	cfg := rules.Config{}
+	cfg.CreateServerGroup("sg")
+	for _, s := range benchServer {
+		cfg.AddServer("sg", rules.ServerSpec{Addr: s})
+	}
+	if err := cfg.CreateRule(rules.Rule{Name: "web", Enabled: true, VIP: benchVIP, Proto: rules.ProtoTCP,
+		MinPort: 80, MaxPort: 80, Algo: rules.AlgoRoundRobin, Topo: rules.TopoHalfNAT, ServerGroup: "sg"}); err != nil {
+		return nil, err
+	}
+	snap := &atomic.Pointer[rules.Snapshot]{}
+	snap.Store(rules.Compile(&cfg, 1, func(string) uint64 { return 1 }))
+	return snap, nil
+}
+
 // benchClock is the worker time the benchmark runs at, carried across runs.
 var benchClock int64 = 1
 
@@ -152,17 +169,10 @@ var benchDataplane = sync.OnceValues(func() (*Dataplane, error) {
 		return nil, err
 	}
 
-	cfg := rules.Config{}
-	cfg.CreateServerGroup("sg")
-	for _, s := range benchServer {
-		cfg.AddServer("sg", rules.ServerSpec{Addr: s})
-	}
-	if err := cfg.CreateRule(rules.Rule{Name: "web", Enabled: true, VIP: benchVIP, Proto: rules.ProtoTCP,
-		MinPort: 80, MaxPort: 80, Algo: rules.AlgoRoundRobin, Topo: rules.TopoHalfNAT, ServerGroup: "sg"}); err != nil {
+	snap, err := benchSnapshot()
+	if err != nil {
 		return nil, err
 	}
-	snap := &atomic.Pointer[rules.Snapshot]{}
-	snap.Store(rules.Compile(&cfg, 1, func(string) uint64 { return 1 }))
 	eng, err := datapath.New(datapath.Config{Snapshot: snap, ConnCapacity: 1 << 16, Ports: []datapath.PortConfig{{
 		MAC:   benchMAC,
 		Addrs: []netip.Prefix{netip.MustParsePrefix("198.51.100.1/24"), netip.MustParsePrefix("192.0.2.1/24")},
