@@ -451,6 +451,7 @@ func (e *Engine) establish(ci int32, c *conn) {
 	ct.hoUnlink(ci)
 	c.state = connEstablished
 	c.flags |= connReplied
+	c.flags &^= connFinMask // finSeq held the server's ISN, or the close it tracked was reset
 	c.finSeq = [2]uint32{}
 	c.timeoutMs = ct.meta[ci].estTimeoutMs
 }
@@ -465,6 +466,34 @@ func (e *Engine) evictHalfOpen() bool {
 	e.removeConn(i)
 	e.count(gHalfOpenEvicted)
 	return true
+}
+
+// natEvictScan bounds how far down the half-open list a full-NAT connection looks for an entry
+// holding one of its ports.
+const natEvictScan = 64
+
+// evictHalfOpenFor removes the least recently active half-open entry that holds a full-NAT port
+// of one of rs's proxy-src addresses, among the natEvictScan oldest: a connection that finds its
+// ports exhausted takes them back from a flood's entries, never from other rules' handshakes.
+func (e *Engine) evictHalfOpenFor(rs *ruleState) bool {
+	if !e.evict {
+		return false
+	}
+	t := &e.conns
+	for i, k := t.hoHead, 0; i >= 0 && k < natEvictScan; i, k = t.meta[i].next, k+1 {
+		a := t.meta[i].arena
+		if a < 0 {
+			continue
+		}
+		for _, px := range rs.proxies {
+			if px.arena == a {
+				e.removeConn(i)
+				e.count(gHalfOpenEvicted)
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // halfOpenExpireLimit bounds the expired half-open entries one burst removes.

@@ -114,6 +114,10 @@ type Engine struct {
 	steer6          addr
 	handedOff       bool // the frame in Process came from another worker: it is ours
 	handoff         bool // Config.Handoff with more than one worker
+	// steerKnown is every VIP, proxy-src and server address any snapshot has had (never
+	// forgotten): ownership must keep following connections of deleted rules, removed servers
+	// and proxies while they drain, and every worker must decide it alike.
+	steerKnown map[addr]uint8
 
 	nDraining int // server slots with a drain deadline: skips the check on the fast path when 0
 
@@ -312,8 +316,10 @@ func (e *Engine) EndBurst() {
 // length; its capacity may be larger (a reply may use it). Process never panics and never
 // allocates.
 func (e *Engine) Process(frame []byte, inPort uint16) Result {
-	e.ctr.g[gRxPackets]++
-	e.ctr.g[gRxBytes] += uint64(len(frame))
+	if !e.handedOff { // the worker that received it counted it
+		e.ctr.g[gRxPackets]++
+		e.ctr.g[gRxBytes] += uint64(len(frame))
+	}
 	if int(inPort) >= len(e.ports) {
 		return e.drop(gUnknownPort, frame)
 	}

@@ -96,7 +96,7 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
 	if rs.topo == rules.TopoNAT {
 		pi, a, port, ok := e.allocNATPort(rs, proxy)
 		// Ports exhausted: half-open entries (a SYN flood's) give theirs back first.
-		for k := 0; !ok && k < natEvictTries && e.evictHalfOpen(); k++ {
+		for k := 0; !ok && k < natEvictTries && e.evictHalfOpenFor(rs); k++ {
 			pi, a, port, ok = e.allocNATPort(rs, proxy)
 		}
 		if !ok {

@@ -95,8 +95,8 @@ func (t *neighTable) insert(ip addr, p uint16) int {
 			return int(i)
 		}
 		score := max(n.confirmed, n.requested)
-		if n.flags&(neighWanted|neighQueued) != 0 {
-			score += 1 << 62 // recycle configured or pending entries last
+		if n.flags&(neighWanted|neighQueued) != 0 || n.held > 0 {
+			score += 1 << 62 // recycle configured or pending entries, or ones packets wait for, last
 		}
 		if victim < 0 || score < victimScore {
 			victim, victimScore = int(i), score
@@ -128,7 +128,7 @@ func (e *Engine) learn(ip addr, p uint16, mac [6]byte, create bool) {
 	n.confirmed = e.now
 	n.tries = 0
 	n.flags &^= neighUsed
-	if n.held > 0 {
+	if e.heldq.waiting > 0 { // by address, not by count: a recycled entry may have lost it
 		n.held = 0
 		e.releaseHeld(ip, p, mac)
 	}

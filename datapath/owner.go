@@ -23,32 +23,31 @@ import "net/netip"
 // ARP and NDP are not owned: every worker keeps its own neighbour table, so the worker that
 // receives one processes it, and the others learn from a copy (LearnNeighbour).
 
-// ownerOf returns the worker owning a decoded IP packet.
+// ownerOf returns the worker owning a decoded IP packet. It decides from steerKnown, not the
+// current snapshot, so that connections of a deleted rule keep their owner while they drain;
+// a VIP or proxy-src address that is also an interface address is balanced, not the host's.
 func (e *Engine) ownerOf(frame []byte, p *Parsed) int {
 	if p.Proto == ProtoICMPv6 && p.isV6() && isNDPType(p.ICMPType) {
 		return e.worker // neighbour discovery: every worker's own (LearnNeighbour)
 	}
-	if e.isLocalAddr(p.dst) {
-		return 0
-	}
+	dst := e.steerKnown[p.dst]
 	switch p.Proto {
 	case ProtoTCP, ProtoUDP:
-		if p.Fragment || p.ExtOther {
-			return e.worker // no ports: whoever got it drops or passes it
-		}
-		k := e.known[p.dst]
 		switch {
-		case k.flags&knownVIP != 0:
+		case p.Fragment || p.ExtOther:
+			return e.worker // no ports: whoever got it drops or passes it
+		case dst&knownVIP != 0:
 			return e.clientOwner(p.src)
-		case k.flags&knownProxy != 0:
+		case dst&knownProxy != 0:
 			return FullNATPortOwner(p.DstPort, e.workers)
-		case e.known[p.src].flags&knownServer != 0:
-			return e.clientOwner(p.dst)
+		case e.isLocalAddr(p.dst):
+			return 0
+		case e.steerKnown[p.src]&knownServer != 0:
+			return e.clientOwner(p.dst) // a half-NAT reply
 		}
 		return 0
 	case ProtoICMP, ProtoICMPv6:
-		k := e.known[p.dst]
-		if k.flags&(knownVIP|knownProxy) == 0 {
+		if dst&(knownVIP|knownProxy) == 0 {
 			return 0
 		}
 		if !isICMPError(p) {
@@ -60,12 +59,12 @@ func (e *Engine) ownerOf(frame []byte, p *Parsed) int {
 		}
 		// The quoted packet is one the engine sent: toward a client (from a VIP), or toward a
 		// server from a proxy-src address (full NAT).
-		if k.flags&knownProxy != 0 && q.t.src == p.dst {
+		if dst&knownProxy != 0 && q.t.src == p.dst {
 			return FullNATPortOwner(q.t.sport, e.workers)
 		}
 		return e.clientOwner(q.t.dst)
 	}
-	return 0
+	return 0 // the host's, or nobody's
 }
 
 // isICMPError reports whether an ICMP or ICMPv6 message is an error quoting a packet.

@@ -225,3 +225,134 @@ func TestMergeStats(t *testing.T) {
 		t.Fatalf("ports not summed: %+v", m.Ports)
 	}
 }
+
+// A proxy-src address that is also an interface address (the usual Solaris set-up) still
+// steers replies to the worker whose share holds the port.
+func TestOwnershipProxyIsPortAddress(t *testing.T) {
+	rs := roundRobinWorld()
+	for i := range rs {
+		if rs[i].ID == ruleNAT {
+			rs[i].ProxySrc = []netip.Addr{port1Addr}
+		}
+	}
+	hs := twoWorkers(t, rs, nil)
+	bad := 0
+	for sport := uint16(40000); sport < 40020; sport++ {
+		syn := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vipNAT, sport: sport, dport: 80, flags: TCPSyn}
+		r, out, owner := deliver(t, hs, int(sport)%2, syn.build(t), 0)
+		if r.Action != ActionForward {
+			t.Fatalf("SYN %+v", r)
+		}
+		d := decode(t, out)
+		back := pkt{srcMAC: serverMAC[0], dstMAC: port1MAC, src: d.dst(), dst: d.src(),
+			sport: uint16(d.tcp.DstPort), dport: uint16(d.tcp.SrcPort), flags: TCPSyn | TCPAck, seq: 7}
+		r, _, rOwner := deliver(t, hs, 1-owner, back.build(t), 1)
+		if r.Action != ActionForward || rOwner != owner {
+			bad++
+			t.Logf("reply port %d: %+v handled by %d, owner %d", d.tcp.SrcPort, r, rOwner, owner)
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d replies lost", bad)
+	}
+}
+
+// Connections of a deleted rule keep their owner while they drain: the other worker still
+// hands their replies over instead of passing them to the host.
+func TestOwnershipSurvivesRuleDeletion(t *testing.T) {
+	hs := twoWorkers(t, roundRobinWorld(), nil)
+	o := owner0(hs)
+	bad := 0
+	var est []pkt
+	for sport := uint16(40000); sport < 40020; sport++ {
+		syn := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vip, sport: sport, dport: 80, flags: TCPSyn, seq: 100}
+		_, out, _ := deliver(t, hs, o, syn.build(t), 0)
+		d := decode(t, out)
+		back := pkt{srcMAC: serverMAC[0], dstMAC: port1MAC, src: d.dst(), dst: d.src(),
+			sport: uint16(d.tcp.DstPort), dport: uint16(d.tcp.SrcPort), flags: TCPSyn | TCPAck, seq: 7, ack: 101}
+		deliver(t, hs, o, back.build(t), 1)
+		ack := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vip, sport: sport, dport: 80, flags: TCPAck, seq: 101, ack: 8}
+		deliver(t, hs, o, ack.build(t), 0)
+		est = append(est, back)
+	}
+	hs[0].snap.Store(makeSnapshot(99, nil)) // every rule deleted
+	for _, b := range est {
+		b.flags = TCPAck
+		r, _, w := deliver(t, hs, 1-o, b.build(t), 1)
+		if r.Action != ActionForward {
+			bad++
+			t.Logf("reply after delete: %+v on worker %d (owner %d)", r, w, o)
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d replies of surviving connections lost after rule deletion", bad)
+	}
+}
+
+// owner0 is the worker owning clientAddr's flows.
+func owner0(hs [2]*harness) int { return hs[0].e.clientOwner(addrFromNetip(clientAddr)) }
+
+// A full-NAT connection that finds its ports exhausted evicts only half-open entries that
+// hold ports it could use: not the pending handshakes of other rules.
+func TestFullNATExhaustionEvictsOnlyItsArenas(t *testing.T) {
+	h := newWorld(t, roundRobinWorld(), func(c *Config) { c.WorkerIndex, c.WorkerCount = 0, 4096 })
+	// Exhaust both proxy arenas with established full-NAT connections
+	n := 0
+	for sport := uint16(1000); ; sport++ {
+		syn := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vipNAT, sport: sport, dport: 80, flags: TCPSyn, seq: 100}
+		r, out := h.process(syn.build(t), 0)
+		if r.Action != ActionForward {
+			break
+		}
+		d := decode(t, out)
+		back := pkt{srcMAC: serverMAC[0], dstMAC: port1MAC, src: d.dst(), dst: d.src(),
+			sport: uint16(d.tcp.DstPort), dport: uint16(d.tcp.SrcPort), flags: TCPSyn | TCPAck, seq: 7, ack: 101}
+		h.process(back.build(t), 1)
+		ack := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vipNAT, sport: sport, dport: 80, flags: TCPAck, seq: 101, ack: 8}
+		h.process(ack.build(t), 0)
+		n++
+	}
+	t.Logf("%d established full-NAT conns, half-open %d", n, h.e.conns.hoCount)
+	// 20 legitimate half-NAT handshakes in progress.
+	for sport := uint16(50000); sport < 50020; sport++ {
+		syn := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vip, sport: sport, dport: 80, flags: TCPSyn}
+		h.process(syn.build(t), 0)
+	}
+	before := h.e.conns.hoCount
+	syn := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: clientAddr, dst: vipNAT, sport: 60000, dport: 80, flags: TCPSyn}
+	r, _ := h.process(syn.build(t), 0)
+	t.Logf("full-NAT SYN: %+v; half-open before %d after %d", r, before, h.e.conns.hoCount)
+	if h.e.conns.hoCount < before {
+		t.Errorf("one refused full-NAT SYN evicted %d unrelated half-open entries", before-h.e.conns.hoCount)
+	}
+}
+
+// A VIP that is also an interface address is balanced by the client's owner, replies included.
+func TestOwnershipVIPIsPortAddress(t *testing.T) {
+	rs := roundRobinWorld()
+	for i := range rs {
+		if rs[i].ID == ruleWeb {
+			rs[i].VIP = port0Addr
+		}
+	}
+	hs := twoWorkers(t, rs, nil)
+	bad := 0
+	for c := 0; c < 16; c++ {
+		cl := netip.AddrFrom4([4]byte{203, 0, 113, byte(20 + c)})
+		syn := pkt{srcMAC: gwMAC, dstMAC: port0MAC, src: cl, dst: port0Addr, sport: 4000, dport: 80, flags: TCPSyn}
+		r, out, owner := deliver(t, hs, c%2, syn.build(t), 0)
+		if r.Action != ActionForward {
+			t.Fatalf("SYN %+v", r)
+		}
+		d := decode(t, out)
+		back := pkt{srcMAC: serverMAC[0], dstMAC: port1MAC, src: d.dst(), dst: d.src(),
+			sport: uint16(d.tcp.DstPort), dport: uint16(d.tcp.SrcPort), flags: TCPSyn | TCPAck, seq: 7}
+		r, _, rOwner := deliver(t, hs, 1-owner, back.build(t), 1)
+		if r.Action != ActionForward || rOwner != owner {
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of 16 half-NAT replies lost with VIP = port address", bad)
+	}
+}

@@ -179,9 +179,16 @@ func (e *Engine) indexKnown(s *rules.Snapshot) {
 		e.known = make(map[addr]knownAddr, len(list))
 	}
 	clear(e.known)
+	if e.handoff && e.steerKnown == nil {
+		e.steerKnown = make(map[addr]uint8, len(list))
+	}
 	for i := range list {
 		k := &list[i]
-		e.known[addrFrom16(k.Addr[:])] = knownAddr{flags: k.Flags, rule: k.Rule}
+		a := addrFrom16(k.Addr[:])
+		e.known[a] = knownAddr{flags: k.Flags, rule: k.Rule}
+		if e.handoff {
+			e.steerKnown[a] |= k.Flags
+		}
 	}
 	e.knownList = list
 }

@@ -77,6 +77,26 @@ type ExceptionStats struct {
 	ToKernelDropped, FromKernelDropped uint64
 }
 
+// poolSize returns the mbufs the data plane needs: every rx and tx descriptor of every worker's
+// queue on every port and TAP, the hand-off rings, the per-lcore caches and room for bursts in
+// flight; at least poolMbufs, a power of two minus one (what rte_mempool sizes best).
+func poolSize(s *Config, workers int) int {
+	n := len(s.Ports)*workers*2*ringDesc + 2*workers*poolCache + 4*dpdk.MaxBurst*workers + 4096
+	for i := range s.Ports {
+		if _, ok := s.TapName(i); ok {
+			n += 2 * tapDesc
+		}
+	}
+	if workers > 1 {
+		n += 3 * workers * workers * handoffRingSize
+	}
+	size := poolMbufs
+	for size < n {
+		size = size<<1 | 1
+	}
+	return size
+}
+
 // EALArgs builds the EAL argument vector: the configured arguments plus one device
 // argument per port and one net_tap vdev per port with an exception path.
 func EALArgs(s *Config) []string {
@@ -127,7 +147,7 @@ func Start(s *Config, snap *atomic.Pointer[rules.Snapshot], logger *log.Logger) 
 		dp.devices = append(dp.devices, ps.Device)
 	}
 	var err error
-	dp.pool, err = dpdk.NewPktPool("ilbd_pkts", poolMbufs, poolCache, mbufRoom, -1)
+	dp.pool, err = dpdk.NewPktPool("ilbd_pkts", uint32(poolSize(s, len(workers))), poolCache, mbufRoom, -1)
 	if err != nil {
 		dpdk.Cleanup()
 		undoOffloads()

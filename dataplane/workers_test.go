@@ -286,3 +286,18 @@ func TestAFPacketIface(t *testing.T) {
 		}
 	}
 }
+
+// The mbuf pool grows with the workers and ports, and stays at the single-worker size for one.
+func TestPoolSize(t *testing.T) {
+	two := &Config{Ports: []Port{{Device: "0000:03:00.0"}, {Device: "0000:03:00.1"}}}
+	if n := poolSize(two, 1); n != poolMbufs {
+		t.Errorf("1 worker, 2 ports: %d mbufs, want %d", n, poolMbufs)
+	}
+	for _, w := range []int{2, 4, 8} {
+		n := poolSize(two, w)
+		need := 2*w*2*ringDesc + 3*w*w*handoffRingSize
+		if n < need || (n+1)&n != 0 {
+			t.Errorf("%d workers, 2 ports: %d mbufs, want a power of two minus one above %d", w, n, need)
+		}
+	}
+}
