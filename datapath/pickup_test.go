@@ -171,3 +171,50 @@ func TestRemovedServerSlotsAreReclaimed(t *testing.T) {
 		t.Fatalf("rule processed %d with %d servers, want %d with 2", web.PktProcessed, len(web.Servers), total)
 	}
 }
+
+// A persistence entry names a server slot; when that server is removed and its slot reclaimed
+// for a new server of the same rule, the entry must not send its clients to the newcomer
+// (that would be a choice no algorithm made): it is re-balanced like a mapping to a gone server.
+func TestPersistenceDoesNotFollowReusedSlot(t *testing.T) {
+	sticky := func(servers int, rename bool) []rules.SnapRule {
+		rs := defaultRules()
+		rs[0].PMaskBits, rs[0].PersistTimeout = 24, time.Hour
+		rs[0].Servers = rs[0].Servers[:servers]
+		if rename { // a new server where server 0 was: new ID, new address
+			rs[0].Servers = append([]rules.SnapServer(nil), rs[0].Servers...)
+			rs[0].Servers[0].ID, rs[0].Servers[0].Addr = "_sg1.new", serverAddr[2]
+		}
+		return rs
+	}
+	h := newHarness(t, 64, sticky(2, false))
+	h.learnNeighbours()
+	if i := connectSYN(t, h, 1000); i != 0 {
+		t.Fatalf("first client went to server %d", i)
+	}
+	slot := h.e.srv[h.e.rules[0].servers[0].slot]
+	oldSlot := h.e.rules[0].servers[0].slot
+	// The connection ends; server 0 is removed and its slot reclaimed; a new server comes.
+	h.advance(DefaultHalfOpenTimeout + time.Millisecond)
+	h.burst()
+	rs := sticky(2, false)
+	rs[0].Servers = rs[0].Servers[1:]
+	h.setRules(rs)
+	h.burst()
+	h.setRules(sticky(2, true))
+	h.burst()
+	newSlot := h.e.rules[0].servers[0].slot
+	if newSlot != oldSlot {
+		t.Skipf("the new server got slot %d, not the reclaimed %d: nothing to check", newSlot, oldSlot)
+	}
+	if h.e.srv[newSlot].gen == slot.gen {
+		t.Fatal("a reclaimed slot kept its generation")
+	}
+	// Another client of the same /24: the old mapping is not a hit on the newcomer.
+	p := client(1001, TCPSyn)
+	h.process(p.build(t), 0)
+	for i := range h.e.sticky.entries {
+		if s := &h.e.sticky.entries[i]; s.inUse && s.serverGen != h.e.srv[s.server].gen {
+			t.Fatalf("persistence entry still points at slot %d of generation %d (now %d)", s.server, s.serverGen, h.e.srv[s.server].gen)
+		}
+	}
+}

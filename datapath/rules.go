@@ -45,13 +45,14 @@ type serverKey struct {
 
 // serverRun is the packet path's view of a server slot across snapshots.
 type serverRun struct {
-	drainAt   int64 // conn-drain deadline on the worker clock; 0 = none (spec §6.9)
-	idx       int32 // index in its rule's current Servers; -1 when not in the current snapshot
-	rule      int32 // rule slot
-	pos       int32 // index in the rule slot's servers
-	refs      int32 // connection entries on this server slot
-	active    bool  // in the current snapshot, enabled and usable
-	wasActive bool  // active in the previous snapshot: scratch for applySnapshot
+	drainAt   int64  // conn-drain deadline on the worker clock; 0 = none (spec §6.9)
+	idx       int32  // index in its rule's current Servers; -1 when not in the current snapshot
+	rule      int32  // rule slot
+	pos       int32  // index in the rule slot's servers
+	refs      int32  // connection entries on this server slot
+	gen       uint32 // bumped when the slot is reclaimed, so a persistence entry cannot follow it to a new server
+	active    bool   // in the current snapshot, enabled and usable
+	wasActive bool   // active in the previous snapshot: scratch for applySnapshot
 }
 
 // ruleState is what the packet path needs of one rule of the current snapshot, by rule index.
@@ -287,7 +288,7 @@ func (e *Engine) serverSlotFor(rs int32, id string, a netip.Addr) int32 {
 		e.srv = append(e.srv, serverRun{})
 	}
 	e.ctr.servers[s] = serverCounters{}
-	e.srv[s] = serverRun{idx: -1, rule: rs, pos: int32(len(rsl.servers))}
+	e.srv[s] = serverRun{idx: -1, rule: rs, pos: int32(len(rsl.servers)), gen: e.srv[s].gen}
 	rsl.servers = append(rsl.servers, serverSlot{id: id, addr: a, slot: s, live: true})
 	e.serverSlots[k] = s
 	e.layoutChanged = true
@@ -338,7 +339,7 @@ func (e *Engine) reclaimRuleSlots() {
 // freeServerSlot returns server slot sv of rule slot rs to the free list.
 func (e *Engine) freeServerSlot(rs int32, sv serverSlot) {
 	delete(e.serverSlots, serverKey{rule: rs, id: sv.id, addr: sv.addr})
-	e.srv[sv.slot] = serverRun{idx: -1, rule: -1}
+	e.srv[sv.slot] = serverRun{idx: -1, rule: -1, gen: e.srv[sv.slot].gen + 1}
 	e.freeServerSlots = append(e.freeServerSlots, sv.slot)
 }
 

@@ -18,6 +18,7 @@ type stickyEntry struct {
 	timeoutMs uint32 // persist-timeout
 	refs      int32  // connections holding the entry
 	server    int32  // server slot
+	serverGen uint32 // the slot's generation when chosen (serverRun.gen)
 	proxy     int8   // full NAT: index of the proxy-src address in the rule; -1 not chosen yet
 	inUse     bool
 }
@@ -139,7 +140,7 @@ func (e *Engine) chooseServer(rs *ruleState, p *Parsed) (si int, st int32, proxy
 		if s.expired(e.now) {
 			t.remove(st)
 		} else {
-			if run := &e.srv[s.server]; run.active && run.rule == rs.slot && int(run.idx) < len(rs.servers) {
+			if run := &e.srv[s.server]; run.active && run.rule == rs.slot && run.gen == s.serverGen && int(run.idx) < len(rs.servers) {
 				s.last = e.now
 				return int(run.idx), st, int(s.proxy), chooseHit
 			}
@@ -147,6 +148,7 @@ func (e *Engine) chooseServer(rs *ruleState, p *Parsed) (si int, st int32, proxy
 				return -1, -1, -1, chooseNoServer
 			}
 			s.server, s.proxy, s.last = rs.servers[si].slot, -1, e.now
+			s.serverGen = e.srv[s.server].gen
 			return si, st, -1, chooseOK
 		}
 	}
@@ -156,6 +158,7 @@ func (e *Engine) chooseServer(rs *ruleState, p *Parsed) (si int, st int32, proxy
 	if st = t.insert(rs.id, key, h, rs.servers[si].slot, rs.stickyMs, e.now); st < 0 {
 		return -1, -1, -1, chooseNoMemory
 	}
+	t.entries[st].serverGen = e.srv[rs.servers[si].slot].gen
 	return si, st, -1, chooseOK
 }
 
