@@ -77,15 +77,8 @@ var bench2Dataplane = sync.OnceValues(func() (*Dataplane, error) {
 	if len(lcores) < 2 {
 		return nil, fmt.Errorf("%d worker lcores, want 2", len(lcores))
 	}
-	port, err := dpdk.PortByName(bench2Port)
+	port, pool, err := benchReplayPort(bench2Port, 2, 32767)
 	if err != nil {
-		return nil, fmt.Errorf("no %s port: %w", bench2Port, err)
-	}
-	pool, err := dpdk.NewPktPool("ilbbench2_pool", 32767, 256, 0, dpdk.SocketAny)
-	if err != nil {
-		return nil, err
-	}
-	if err := port.Setup(dpdk.PortConf{RxQueues: 2, TxQueues: 2, RxDesc: ringDesc, TxDesc: ringDesc}, pool); err != nil {
 		return nil, err
 	}
 	snap, err := benchSnapshot()
@@ -95,20 +88,10 @@ var bench2Dataplane = sync.OnceValues(func() (*Dataplane, error) {
 	dp := &Dataplane{ports: []dpdk.Port{port}, taps: []dpdk.Port{noTap}, pool: pool, lcores: lcores[:2],
 		log: log.New(os.Stderr, "", 0), exc: make([]exceptionCounters, 1), names: []string{bench2Port}, tapNames: []string{""}}
 	for w := 0; w < 2; w++ {
-		eng, err := datapath.New(datapath.Config{Snapshot: snap, ConnCapacity: 1 << 16, WorkerIndex: w, WorkerCount: 2, Handoff: true,
-			Ports: []datapath.PortConfig{{MAC: benchMAC,
-				Addrs: []netip.Prefix{netip.MustParsePrefix("198.51.100.1/24"), netip.MustParsePrefix("192.0.2.1/24")}}}})
+		eng, err := benchEngine(snap, w, 2, bench2Clients())
 		if err != nil {
 			return nil, err
 		}
-		eng.BeginBurst(benchClock)
-		for i, s := range benchServer {
-			eng.Process(benchARPReply(s, [6]byte{0x02, 0, 0, 0, 0xbf, byte(i)}), 0)
-		}
-		for _, c := range bench2Clients() {
-			eng.Process(benchARPReply(c, benchClient), 0)
-		}
-		eng.EndBurst()
 		dp.engines = append(dp.engines, eng)
 	}
 	dp.engine = dp.engines[0]

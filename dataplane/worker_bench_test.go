@@ -151,42 +151,60 @@ func benchSnapshot() (*atomic.Pointer[rules.Snapshot], error) {
 	return snap, nil
 }
 
+// benchReplayPort sets a replay port up with queues rx and tx queues and a pool of mbufs.
+func benchReplayPort(name string, queues uint16, mbufs uint32) (dpdk.Port, *dpdk.Mempool, error) {
+	port, err := dpdk.PortByName(name)
+	if err != nil {
+		return 0, nil, fmt.Errorf("no %s port (EAL was not given the capture): %w", name, err)
+	}
+	pool, err := dpdk.NewPktPool(name+"_pool", mbufs, 256, 0, dpdk.SocketAny)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := port.Setup(dpdk.PortConf{RxQueues: queues, TxQueues: queues, RxDesc: ringDesc, TxDesc: ringDesc}, pool); err != nil {
+		return 0, nil, err
+	}
+	return port, pool, nil
+}
+
+// benchEngine is worker w of n over the benchmarks' port, with the servers and clients
+// resolved before traffic, as ilbd's proactive ARP does.
+func benchEngine(snap *atomic.Pointer[rules.Snapshot], w, n int, clients []netip.Addr) (*datapath.Engine, error) {
+	eng, err := datapath.New(datapath.Config{Snapshot: snap, ConnCapacity: 1 << 16, WorkerIndex: w, WorkerCount: n, Handoff: n > 1,
+		Ports: []datapath.PortConfig{{MAC: benchMAC,
+			Addrs: []netip.Prefix{netip.MustParsePrefix("198.51.100.1/24"), netip.MustParsePrefix("192.0.2.1/24")}}}})
+	if err != nil {
+		return nil, err
+	}
+	eng.BeginBurst(benchClock)
+	for i, s := range benchServer {
+		eng.Process(benchARPReply(s, [6]byte{0x02, 0, 0, 0, 0xbf, byte(i)}), 0)
+	}
+	for _, c := range clients {
+		eng.Process(benchARPReply(c, benchClient), 0)
+	}
+	eng.EndBurst()
+	return eng, nil
+}
+
 // benchClock is the worker time the benchmark runs at, carried across runs.
 var benchClock int64 = 1
 
 // benchDataplane sets the replay port and its engine up once for every run of the benchmark
 // (a port can be configured only once in the process).
 var benchDataplane = sync.OnceValues(func() (*Dataplane, error) {
-	port, err := dpdk.PortByName(benchPort)
-	if err != nil {
-		return nil, fmt.Errorf("no %s port (EAL was not given the capture): %w", benchPort, err)
-	}
-	pool, err := dpdk.NewPktPool("ilbbench_pool", 16383, 256, 0, dpdk.SocketAny)
+	port, pool, err := benchReplayPort(benchPort, 1, 16383)
 	if err != nil {
 		return nil, err
 	}
-	if err := port.Setup(dpdk.PortConf{RxQueues: 1, TxQueues: 1, RxDesc: ringDesc, TxDesc: ringDesc}, pool); err != nil {
-		return nil, err
-	}
-
 	snap, err := benchSnapshot()
 	if err != nil {
 		return nil, err
 	}
-	eng, err := datapath.New(datapath.Config{Snapshot: snap, ConnCapacity: 1 << 16, Ports: []datapath.PortConfig{{
-		MAC:   benchMAC,
-		Addrs: []netip.Prefix{netip.MustParsePrefix("198.51.100.1/24"), netip.MustParsePrefix("192.0.2.1/24")},
-	}}})
+	eng, err := benchEngine(snap, 0, 1, []netip.Addr{benchSrc})
 	if err != nil {
 		return nil, err
 	}
-	// Resolve the servers and the client before traffic, as ilbd's proactive ARP does.
-	eng.BeginBurst(benchClock)
-	for i, s := range benchServer {
-		eng.Process(benchARPReply(s, [6]byte{0x02, 0, 0, 0, 0xbf, byte(i)}), 0)
-	}
-	eng.Process(benchARPReply(benchSrc, benchClient), 0)
-	eng.EndBurst()
 	// Open every replayed flow with a whole handshake, so the replay is of established
 	// connections (a bare ACK opens none).
 	for i := 0; i < benchFlows; i++ {
