@@ -3,13 +3,14 @@ package datapath
 import (
 	"math/bits"
 	"time"
+	"unsafe"
 )
 
 // Connection tracking (spec §6.5): one fixed array of entries, each holding both directions, and
-// one open-addressing index holding two keys per entry: its client→server key and its
-// server→client key. A packet's addressing is looked up once and finds its entry whichever way
-// it travels, so a reply costs one probe sequence, not two. Everything is allocated up front and
-// pointer-free, so the garbage collector never scans it.
+// one bucketised cuckoo index (bucketindex.go) holding two keys per entry: its client→server key
+// and its server→client key. A packet's addressing is looked up once and finds its entry
+// whichever way it travels, so a reply costs one index search, not two. Everything is allocated
+// up front and pointer-free, so the garbage collector never scans it.
 
 // tuple is the addressing of a packet in one direction.
 type tuple struct {
@@ -49,96 +50,65 @@ const (
 )
 
 // conn is the per-packet part of a tracked connection, laid out to fill exactly two cache lines
-// (128 bytes); what only creation and removal need lives in connMeta.
+// (128 bytes); what only creation and removal need lives in connMeta. The first line holds what a
+// client→server lookup compares (orig, proto) and the checksum deltas every rewrite applies.
 type conn struct {
+	// First line (bytes 0–63): the c2s key, proto, the rewrite deltas, half of xlat.
 	orig       tuple     // client → VIP, as the client sent it: the c2s key
-	xlat       tuple     // the same packet as forwarded (client or proxy → server); reversed, the s2c key
-	last       int64     // last packet in either direction, ns
-	timeoutMs  uint32    // idle time after which the entry expires, ms
+	proto      uint8     // compared first by a lookup
+	flags      uint8     // conn flags
+	state      uint8     // connHalfOpen, connEstablished or connClosing
 	ipDelta    uint16    // RFC 1624 delta of the c2s IPv4 header rewrite; s2c applies its complement
 	l4Delta    uint16    // delta of the c2s TCP/UDP checksum (pseudo-header addresses and ports)
+	xlat       tuple     // the same packet as forwarded (client or proxy → server); reversed, the s2c key
+	last       int64     // last packet in either direction, ns (64 bits: no wrap to reason about)
+	timeoutMs  uint32    // idle time after which the entry expires, ms
 	finSeq     [2]uint32 // sequence number carried by each direction's FIN
 	serverSlot int32     // server counters
 	nh         [2]uint32 // per direction: neighbour slot + 1 of the next hop, 0 = not cached
 	nhEpoch    uint32    // neighbour table epoch the cached slots belong to
-	proto      uint8
-	flags      uint8
-	state      uint8 // connHalfOpen, connEstablished or connClosing
+	// estTimeoutMs is the rule's idle timeout, which the entry takes once established. It
+	// fills bytes 124–127, which would otherwise pad the entry.
+	estTimeoutMs uint32
 }
 
-// connMeta is the rest of an entry.
+// connMeta is the rest of an entry (28 bytes: 4-byte aligned, no padding). The index hashes are
+// not kept: removal recomputes them from orig and xlat, as insert computes them.
 type connMeta struct {
-	created  int64     // creation time, ns
-	hash     [2]uint32 // index hash of each direction's key, so removal needs no rehash
-	ruleSlot int32     // rule counters and reference
-	arena    int32     // full NAT: port arena the source port (xlat.sport) returns to; -1 none
-	sticky   int32     // persistence entry this connection holds; -1 none
-	// estTimeoutMs is the rule's idle timeout, which the entry takes once established.
-	estTimeoutMs uint32
-	// prev and next link the half-open list (entries not established); -1 ends it.
+	created  splitNs // creation time
+	ruleSlot int32   // rule counters and reference
+	arena    int32   // full NAT: port arena the source port (xlat.sport) returns to; -1 none
+	sticky   int32   // persistence entry this connection holds; -1 none
+	// prev and next link the half-open list (entries not established); -1 ends it. A free
+	// entry's next links the free list instead, so the table needs no array of free numbers.
 	prev, next int32
 }
 
-// hashIndex is an open-addressing index of (hash, ref) slots with linear probing and
-// backward-shift deletion, shared by the connection and persistence tables. ref 0 is empty.
-type hashIndex struct {
-	slots []connIndex
-	mask  uint32
-}
+// splitNs is a time in ns as two 32-bit halves, low first: an int64 field would align connMeta
+// to 8 bytes and pad it from 28 to 32.
+type splitNs [2]uint32
 
-func newHashIndex(n int) hashIndex {
-	return hashIndex{slots: make([]connIndex, n), mask: uint32(n - 1)}
-}
+func toSplitNs(ns int64) splitNs { return splitNs{uint32(ns), uint32(uint64(ns) >> 32)} }
+func (s splitNs) ns() int64      { return int64(uint64(s[1])<<32 | uint64(s[0])) }
 
-// place puts ref in the first empty slot at or after the hash's home.
-func (x *hashIndex) place(h, ref uint32) {
-	i := h & x.mask
-	for x.slots[i].ref != 0 {
-		i = (i + 1) & x.mask
-	}
-	x.slots[i] = connIndex{hash: h, ref: ref}
-}
+// connRef is what the index holds for a key: entry number << 1 | direction of the key.
+type connRef uint32
 
-// unplace removes ref by backward-shift deletion: later slots of the probe run move up into the
-// hole when their home allows, so lookups can stop at the first empty slot and no tombstones
-// accumulate.
-func (x *hashIndex) unplace(h, ref uint32) {
-	idx, m := x.slots, x.mask
-	i := h & m
-	for idx[i].ref != ref {
-		if idx[i].ref == 0 {
-			return // not present (cannot happen for a live entry)
-		}
-		i = (i + 1) & m
-	}
-	for j := (i + 1) & m; idx[j].ref != 0; j = (j + 1) & m {
-		home := idx[j].hash & m
-		if (j-home)&m >= (j-i)&m { // home is at or before the hole: the slot may move there
-			idx[i] = idx[j]
-			i = j
-		}
-	}
-	idx[i] = connIndex{}
-}
+func (r connRef) entry() int32 { return int32(r >> 1) }
+func (r connRef) dir() int     { return int(r & 1) }
 
-// connIndex is one index slot: the key's hash and ref = (entry number + 1) << 1 | direction of
-// the key; ref 0 marks an empty slot.
-type connIndex struct{ hash, ref uint32 }
-
-func (s connIndex) entry() int32 { return int32(s.ref>>1) - 1 }
-func (s connIndex) dir() int     { return int(s.ref & 1) }
-
-func indexRef(i int32, dir int) uint32 { return uint32(i+1)<<1 | uint32(dir) }
+func indexRef(i int32, dir int) uint32 { return uint32(i)<<1 | uint32(dir) }
 
 // connTable holds the entries and their index.
 type connTable struct {
 	entries []conn
-	meta    []connMeta // parallel to entries
-	index   hashIndex  // 4 slots per entry (two keys each): load factor ≤ 0.5
-	free    []uint32
-	nfree   int
-	seed    [3]uint64
-	sweep   uint32 // next entry the expiry sweep visits
+	meta    []connMeta  // parallel to entries
+	index   bucketIndex // two keys per entry: 10-slot buckets at most 0.8 full
+	// freeHead is the first free entry, the others linked through meta.next; -1 none.
+	freeHead int32
+	nfree    int
+	seed     [3]uint64
+	sweep    uint32 // next entry the expiry sweep visits
 	// The half-open list: every entry not established, least recently active at the head,
 	// so eviction and expiry take the head in O(1).
 	hoHead, hoTail int32
@@ -156,8 +126,7 @@ func newConnTable(capacity int, seed [3]uint64) connTable {
 	t := connTable{
 		entries: make([]conn, n),
 		meta:    make([]connMeta, n),
-		index:   newHashIndex(4 * n),
-		free:    make([]uint32, n),
+		index:   newBucketIndex(2 * n),
 		nfree:   n,
 		seed:    seed,
 		hoHead:  -1,
@@ -165,9 +134,10 @@ func newConnTable(capacity int, seed [3]uint64) connTable {
 
 		halfOpenMs: uint32(DefaultHalfOpenTimeout / time.Millisecond),
 	}
-	for i := range t.free {
-		t.free[i] = uint32(n - 1 - i) // pop low entries first
+	for i := range t.meta {
+		t.meta[i].next = int32(i + 1) // pop low entries first
 	}
+	t.meta[n-1].next = -1
 	return t
 }
 
@@ -175,8 +145,9 @@ func newConnTable(capacity int, seed [3]uint64) connTable {
 func (t *connTable) count() int { return len(t.entries) - t.nfree }
 
 // hash mixes a packet's addressing with the table's random seed (so flows cannot be chosen to
-// collide) through a 64×64→128-bit multiply, the folding step of wyhash.
-func (t *connTable) hash(src, dst addr, sport, dport uint16, proto uint8) uint32 {
+// collide) through a 64×64→128-bit multiply, the folding step of wyhash. All 64 bits are used:
+// the low ones choose the home bucket, the top 16 are the tag.
+func (t *connTable) hash(src, dst addr, sport, dport uint16, proto uint8) uint64 {
 	k := uint64(sport)<<48 | uint64(dport)<<32 | uint64(proto)
 	hi, lo := bits.Mul64(src.lo^t.seed[0], dst.lo^k^t.seed[1])
 	h := hi ^ lo
@@ -184,27 +155,37 @@ func (t *connTable) hash(src, dst addr, sport, dport uint16, proto uint8) uint32
 		hi, lo = bits.Mul64(h^src.hi, dst.hi^t.seed[2])
 		h = hi ^ lo
 	}
-	return uint32(h ^ h>>32)
+	return h
 }
 
 // lookup returns the entry a packet with this addressing belongs to and the direction it
-// travels, or -1. h is the hash of the same addressing.
-func (t *connTable) lookup(src, dst addr, sport, dport uint16, proto uint8, h uint32) (int32, int) {
-	x := &t.index
-	for i := h & x.mask; ; i = (i + 1) & x.mask {
-		s := x.slots[i]
-		if s.ref == 0 {
-			return -1, 0
-		}
-		if s.hash != h {
+// travels, or -1. h is the hash of the same addressing. The home bucket is one cache line; the
+// alternate is read only when the key is not at home.
+func (t *connTable) lookup(src, dst addr, sport, dport uint16, proto uint8, h uint64) (int32, int) {
+	b, tag := t.index.home(h)
+	if ci, dir := t.scan(b, tag, src, dst, sport, dport, proto); ci >= 0 {
+		return ci, dir
+	}
+	if b2 := t.index.alt(b, tag); b2 != b {
+		return t.scan(b2, tag, src, dst, sport, dport, proto)
+	}
+	return -1, 0
+}
+
+// scan looks for the key in bucket b: tags first, the entry only where the tag matches.
+func (t *connTable) scan(b uint32, tag uint16, src, dst addr, sport, dport uint16, proto uint8) (int32, int) {
+	bk := &t.index.buckets[b]
+	for s, tg := range bk.tags {
+		if tg != tag {
 			continue
 		}
-		ci := s.entry()
+		r := connRef(bk.refs[s])
+		ci := r.entry()
 		c := &t.entries[ci]
 		if c.proto != proto {
 			continue
 		}
-		if s.dir() == dirC2S {
+		if r.dir() == dirC2S {
 			if c.orig.src == src && c.orig.dst == dst && c.orig.sport == sport && c.orig.dport == dport {
 				return ci, dirC2S
 			}
@@ -212,6 +193,7 @@ func (t *connTable) lookup(src, dst addr, sport, dport uint16, proto uint8, h ui
 			return ci, dirS2C
 		}
 	}
+	return -1, 0
 }
 
 // insertStatus says why insert failed.
@@ -221,12 +203,15 @@ const (
 	insertOK       insertStatus = iota
 	insertFull                  // no free entry
 	insertConflict              // another entry already owns the server→client key
+	// insertNoRoom: the index found no room for a key within its displacement bound. Sized
+	// for load ≤ 0.8 this practically never happens; callers treat it as a full table.
+	insertNoRoom
 )
 
 // insert adds c (orig, xlat and proto set) whose c2s key hashes to hC2S, created now under rule
 // slot rs, and returns its number; its meta has no NAT arena nor persistence entry yet. The
 // caller has looked the c2s key up and not found it.
-func (t *connTable) insert(c *conn, hC2S uint32, rs int32, now int64) (int32, insertStatus) {
+func (t *connTable) insert(c *conn, hC2S uint64, rs int32, now int64) (int32, insertStatus) {
 	if t.nfree == 0 {
 		return -1, insertFull
 	}
@@ -237,14 +222,20 @@ func (t *connTable) insert(c *conn, hC2S uint32, rs int32, now int64) (int32, in
 		// the same server endpoint. The later flow cannot be told apart, so refuse it.
 		return -1, insertConflict
 	}
+	i := t.freeHead
+	if !t.index.place(hC2S, indexRef(i, dirC2S)) {
+		return -1, insertNoRoom
+	}
+	if !t.index.place(hS2C, indexRef(i, dirS2C)) {
+		t.index.unplace(hC2S, indexRef(i, dirC2S))
+		return -1, insertNoRoom
+	}
+	t.freeHead = t.meta[i].next
 	t.nfree--
-	i := int32(t.free[t.nfree])
 	c.flags |= connInUse
 	t.entries[i] = *c
-	t.meta[i] = connMeta{created: now, hash: [2]uint32{hC2S, hS2C}, ruleSlot: rs, arena: -1, sticky: -1,
-		estTimeoutMs: c.timeoutMs, prev: -1, next: -1}
-	t.index.place(hC2S, indexRef(i, dirC2S))
-	t.index.place(hS2C, indexRef(i, dirS2C))
+	t.entries[i].estTimeoutMs = c.timeoutMs
+	t.meta[i] = connMeta{created: toSplitNs(now), ruleSlot: rs, arena: -1, sticky: -1, prev: -1, next: -1}
 	if c.state != connEstablished {
 		t.entries[i].timeoutMs = min(c.timeoutMs, t.halfOpenMs)
 		t.hoPush(i)
@@ -290,16 +281,19 @@ func (t *connTable) hoTouch(i int32) {
 	}
 }
 
-// remove deletes entry i's two keys from the index and frees it.
+// remove deletes entry i's two keys from the index, rehashing them as insert hashed them, and
+// frees it.
 func (t *connTable) remove(i int32) {
-	m := &t.meta[i]
-	if t.entries[i].state != connEstablished {
+	c := &t.entries[i]
+	if c.state != connEstablished {
 		t.hoUnlink(i)
 	}
-	t.index.unplace(m.hash[dirC2S], indexRef(i, dirC2S))
-	t.index.unplace(m.hash[dirS2C], indexRef(i, dirS2C))
-	t.entries[i].flags, t.entries[i].state = 0, 0
-	t.free[t.nfree] = uint32(i)
+	o, x := &c.orig, &c.xlat
+	t.index.unplace(t.hash(o.src, o.dst, o.sport, o.dport, c.proto), indexRef(i, dirC2S))
+	t.index.unplace(t.hash(x.dst, x.src, x.dport, x.sport, c.proto), indexRef(i, dirS2C))
+	c.flags, c.state = 0, 0
+	t.meta[i].next = t.freeHead
+	t.freeHead = i
 	t.nfree++
 }
 
@@ -453,7 +447,7 @@ func (e *Engine) establish(ci int32, c *conn) {
 	c.flags |= connReplied
 	c.flags &^= connFinMask // finSeq held the server's ISN, or the close it tracked was reset
 	c.finSeq = [2]uint32{}
-	c.timeoutMs = ct.meta[ci].estTimeoutMs
+	c.timeoutMs = c.estTimeoutMs
 }
 
 // evictHalfOpen removes the least recently active entry that is not established, if there is
@@ -512,4 +506,9 @@ func (e *Engine) expireHalfOpen() {
 		e.removeConn(i)
 		e.count(gHalfOpenExpired)
 	}
+}
+
+// bytes returns the table's allocated memory: entries, their metadata and the index.
+func (t *connTable) bytes() int {
+	return len(t.entries)*int(unsafe.Sizeof(conn{})) + len(t.meta)*int(unsafe.Sizeof(connMeta{})) + t.index.bytes()
 }

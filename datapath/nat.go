@@ -47,7 +47,7 @@ func (e *Engine) forwardConn(frame []byte, p *Parsed, ci int32, dir int) Result 
 
 // newFlow balances the first packet of a flow that matched rule ri (spec §6.2 steps 2–6): every
 // packet of a DSR rule, the first of a half-NAT or full-NAT connection.
-func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
+func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint64) Result {
 	r := &e.snap.Rules[ri]
 	rs := &e.rules[ri]
 	if !r.Enabled {
@@ -117,11 +117,13 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint32) Result {
 	if ist == insertFull && e.evictHalfOpen() {
 		ci, ist = e.conns.insert(&c, h, rs.slot, e.now)
 	}
+	// An index without room for a key counts as a full table. No entry is evicted for it: that
+	// would free slots in unrelated buckets, not in this key's two.
 	if ist != insertOK {
 		if arena >= 0 {
 			e.nat.put(arena, c.xlat.sport)
 		}
-		if ist == insertFull {
+		if ist == insertFull || ist == insertNoRoom {
 			e.ctr.ruleAdd(rs.slot, rNoMemPktDropped, p.IPLen)
 			return e.drop(gNoMemory, frame)
 		}

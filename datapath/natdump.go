@@ -146,7 +146,7 @@ func (e *Engine) serveNATDump(r *natDumpRequest) {
 	i, copied := r.next, 0
 	for ; i < end && copied < natDumpSlice && len(r.buf) < cap(r.buf); i++ {
 		c := &t.entries[i]
-		if c.flags&connInUse == 0 || t.meta[i].created > r.start {
+		if c.flags&connInUse == 0 || t.meta[i].created.ns() > r.start {
 			continue
 		}
 		r.buf = append(r.buf, NATEntry{ // within cap: never allocates
@@ -156,7 +156,7 @@ func (e *Engine) serveNATDump(r *natDumpRequest) {
 			NATSrc:   netip.AddrPortFrom(c.xlat.src.netip(), c.xlat.sport),
 			Server:   netip.AddrPortFrom(c.xlat.dst.netip(), c.xlat.dport),
 			RuleID:   e.slots[t.meta[i].ruleSlot].id,
-			Created:  t.meta[i].created,
+			Created:  t.meta[i].created.ns(),
 			LastUsed: c.last,
 		})
 		copied++

@@ -193,3 +193,7 @@ func OwnerOfClient(a netip.Addr, workers int) int {
 	e := Engine{workers: max(workers, 1), steer4: ^uint32(0), steer6: prefixMask(false, 128)}
 	return e.clientOwner(addrFromNetip(a.Unmap()))
 }
+
+// ConnTableBytes returns the memory of the connection table as allocated (entries, their
+// metadata, the index and the free list), for the bytes-per-connection figure.
+func (e *Engine) ConnTableBytes() int { return e.conns.bytes() }

@@ -112,7 +112,8 @@ func (e *Engine) servePersistDump(r *persistDumpRequest) {
 			}
 		}
 		client := s.key.netip()
-		if r.wasCopied(t.hashes[i], s.ruleID, client) {
+		h := uint32(t.hash(s.ruleID, s.key)) // the table keeps no hashes: 32 bits suffice here
+		if r.wasCopied(h, s.ruleID, client) {
 			continue
 		}
 		pe := PersistEntry{RuleID: s.ruleID, Rule: e.slots[lastSlot].name, Client: client, Conns: int(s.refs), LastUsed: s.last}
@@ -126,7 +127,7 @@ func (e *Engine) servePersistDump(r *persistDumpRequest) {
 			pe.ProxySrc = lastRS.proxies[s.proxy].addr.netip()
 		}
 		r.buf = append(r.buf, pe) // within cap: never allocates
-		r.remember(t.hashes[i])
+		r.remember(h)
 		copied++
 	}
 	e.pdump.visited, e.pdump.copied = i-r.next, copied

@@ -4,7 +4,7 @@ import "math/bits"
 
 // Persistence (spec §6.7): a per-engine sticky table mapping (rule, client address masked by
 // the rule's pmask) to a server and, for full NAT, the proxy-src address. Like the connection
-// table it is fixed-size, pointer-free and preallocated, with an open-addressing index beside
+// table it is fixed-size, pointer-free and preallocated, with a bucketised cuckoo index beside
 // the entries so connections can refer to an entry by number while the index reshuffles.
 //
 // An entry is held by the connections created through it and lives on persist-timeout after the
@@ -31,8 +31,7 @@ func (s *stickyEntry) expired(now int64) bool {
 // stickyTable holds the entries, their index and their free list.
 type stickyTable struct {
 	entries []stickyEntry
-	hashes  []uint32  // index hash of each entry, so removal needs no rehash
-	index   hashIndex // 2 slots per entry: load factor ≤ 0.5
+	index   bucketIndex // one key per entry, ref = entry number: at most 0.8 full
 	free    []uint32
 	nfree   int
 	seed    uint64
@@ -43,8 +42,7 @@ func newStickyTable(capacity int, seed uint64) stickyTable {
 	n := ceilPow2(max(capacity, 1))
 	t := stickyTable{
 		entries: make([]stickyEntry, n),
-		hashes:  make([]uint32, n),
-		index:   newHashIndex(2 * n),
+		index:   newBucketIndex(n),
 		free:    make([]uint32, n),
 		nfree:   n,
 		seed:    seed,
@@ -59,45 +57,56 @@ func newStickyTable(capacity int, seed uint64) stickyTable {
 func (t *stickyTable) count() int { return len(t.entries) - t.nfree }
 
 // hash mixes a key with the table's seed (wyhash folding, as the connection table does).
-func (t *stickyTable) hash(rule uint64, k addr) uint32 {
+func (t *stickyTable) hash(rule uint64, k addr) uint64 {
 	hi, lo := bits.Mul64(k.lo^t.seed, k.hi^rule*0x9e3779b97f4a7c15^0xa0761d6478bd642f)
-	h := hi ^ lo
-	return uint32(h ^ h>>32)
+	return hi ^ lo
 }
 
-// lookup returns the entry of (rule, k) or -1.
-func (t *stickyTable) lookup(rule uint64, k addr, h uint32) int32 {
-	x := &t.index
-	for i := h & x.mask; ; i = (i + 1) & x.mask {
-		s := x.slots[i]
-		if s.ref == 0 {
-			return -1
-		}
-		if s.hash == h {
-			if e := &t.entries[s.ref-1]; e.key == k && e.ruleID == rule {
-				return int32(s.ref - 1)
+// lookup returns the entry of (rule, k) or -1: its home bucket, then its alternate.
+func (t *stickyTable) lookup(rule uint64, k addr, h uint64) int32 {
+	b, tag := t.index.home(h)
+	if i := t.scan(b, tag, rule, k); i >= 0 {
+		return i
+	}
+	if b2 := t.index.alt(b, tag); b2 != b {
+		return t.scan(b2, tag, rule, k)
+	}
+	return -1
+}
+
+// scan looks for (rule, k) in bucket b: tags first, the entry only where the tag matches.
+func (t *stickyTable) scan(b uint32, tag uint16, rule uint64, k addr) int32 {
+	bk := &t.index.buckets[b]
+	for s, tg := range bk.tags {
+		if tg == tag {
+			if e := &t.entries[bk.refs[s]]; e.key == k && e.ruleID == rule {
+				return int32(bk.refs[s])
 			}
 		}
 	}
+	return -1
 }
 
-// insert adds an entry for (rule, k) hashing to h and returns its number, or -1 when full.
-func (t *stickyTable) insert(rule uint64, k addr, h uint32, server int32, timeoutMs uint32, now int64) int32 {
+// insert adds an entry for (rule, k) hashing to h and returns its number, or -1 when full (or,
+// practically never, when the index finds no room for the key).
+func (t *stickyTable) insert(rule uint64, k addr, h uint64, server int32, timeoutMs uint32, now int64) int32 {
 	if t.nfree == 0 {
 		return -1
 	}
+	i := t.free[t.nfree-1]
+	if !t.index.place(h, i) {
+		return -1
+	}
 	t.nfree--
-	i := t.free[t.nfree]
 	t.entries[i] = stickyEntry{key: k, ruleID: rule, last: now, timeoutMs: timeoutMs, server: server, proxy: -1, inUse: true}
-	t.hashes[i] = h
-	t.index.place(h, i+1)
 	return int32(i)
 }
 
-// remove frees entry i.
+// remove frees entry i, rehashing its key as insert hashed it.
 func (t *stickyTable) remove(i int32) {
-	t.index.unplace(t.hashes[i], uint32(i)+1)
-	t.entries[i].inUse = false
+	s := &t.entries[i]
+	t.index.unplace(t.hash(s.ruleID, s.key), uint32(i))
+	s.inUse = false
 	t.free[t.nfree] = uint32(i)
 	t.nfree++
 }
