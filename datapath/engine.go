@@ -101,13 +101,17 @@ type Engine struct {
 	pdump  persistDump
 	slots  []ruleSlot // by rule slot
 	routes routes
-	known  map[addr]knownAddr // VIPs, proxy-src addresses and servers of the current snapshot
-	srv    []serverRun        // by server slot: drain deadline, index in the current rule
-	sticky stickyTable
-	nat    natPorts
-	heldq  holdQueue
-	holdNH addr // the next hop of the route that just failed to resolve, for hold
-	evict  bool // evict half-open entries when the connection table is full
+	vips   vipIndex      // the snapshot's rules by (VIP, protocol)
+	pf     prefetchState // PrefetchBurst's scratch
+	// prefetchMin is the occupancy from which PrefetchBurst stages lookups (prefetchMinEntries).
+	prefetchMin int
+	known       map[addr]knownAddr // VIPs, proxy-src addresses and servers of the current snapshot
+	srv         []serverRun        // by server slot: drain deadline, index in the current rule
+	sticky      stickyTable
+	nat         natPorts
+	heldq       holdQueue
+	holdNH      addr // the next hop of the route that just failed to resolve, for hold
+	evict       bool // evict half-open entries when the connection table is full
 
 	worker, workers int    // this engine's index among the workers, and their number
 	steer4          uint32 // steering prefix masks (owner.go)
@@ -201,6 +205,7 @@ func New(cfg Config) (*Engine, error) {
 		e.conns.halfOpenMs = uint32(max(cfg.HalfOpenTimeout.Milliseconds(), 1))
 	}
 	e.evict = !cfg.NoEvict
+	e.prefetchMin = prefetchMinEntries
 	e.heldq = newHoldQueue()
 	e.sticky = newStickyTable(stickyCap, seed[3])
 	e.nat = newNATPorts(cfg.WorkerIndex, wc)
@@ -427,20 +432,16 @@ func (e *Engine) unbalanceable(frame []byte, p *Parsed) Result {
 }
 
 // lookupRule returns the index of the rule of the current snapshot covering a destination
-// address, protocol and port, or -1. It builds the snapshot's key from the address directly,
-// which is what Snapshot.Lookup does without the netip round trip.
+// address, protocol and port, or -1.
 func (e *Engine) lookupRule(dst addr, proto uint8, port uint16) int {
 	s := e.snap
 	if s == nil {
 		return -1
 	}
-	var k rules.VIPKey
-	dst.put16(k.Addr[:])
-	k.Proto = proto
-	for _, i := range s.ByVIP[k] {
+	for _, i := range e.vips.find(dst, proto) {
 		r := &s.Rules[i]
 		if r.MinPort == 0 || (port >= r.MinPort && port <= r.MaxPort) {
-			return i
+			return int(i)
 		}
 	}
 	return -1

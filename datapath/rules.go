@@ -142,6 +142,7 @@ func (e *Engine) applySnapshot(s *rules.Snapshot) {
 	}
 	e.nat.endSnapshot()
 	e.snap = s
+	e.vips.build(s)
 	e.startDrains()
 	for i := range e.slots {
 		sl := &e.slots[i]

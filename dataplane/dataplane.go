@@ -356,6 +356,29 @@ type worker struct {
 	stats       *workerCounters
 	// Per iteration, per port: the exception path's counts (worker 0), added at its end.
 	toK, toKDrop []uint64
+	// Per iteration: frames sent and handed off, added to stats at its end (an atomic add
+	// per packet would cost more than the rest of forwarding it).
+	tx, handoffOut, handoffDropped uint64
+	frames                         [dpdk.MaxBurst][]byte // the burst's frames, for the engine's staged lookups
+}
+
+// The engine stages lookups over whole rx bursts.
+var (
+	_ [dpdk.MaxBurst - datapath.BurstMax]struct{}
+	_ [datapath.BurstMax - dpdk.MaxBurst]struct{}
+)
+
+// publishCounts adds the iteration's tx and hand-off counts to the worker's shared counters.
+func (w *worker) publishCounts() {
+	if w.tx != 0 {
+		w.stats.tx.Add(w.tx)
+		w.tx = 0
+	}
+	if w.handoffOut|w.handoffDropped != 0 {
+		w.stats.handoffOut.Add(w.handoffOut)
+		w.stats.handoffDropped.Add(w.handoffDropped)
+		w.handoffOut, w.handoffDropped = 0, 0
+	}
 }
 
 // newWorker allocates worker w's state; call it on the worker (see dpdk.NewIO).
@@ -416,6 +439,12 @@ func (dp *Dataplane) poll(w *worker, now int64) int {
 		n := io.Run(port, q, q)
 		got += n
 		rx += uint64(n)
+		if n > 1 && eng.Prefetching() {
+			for i := 0; i < n; i++ {
+				w.frames[i] = io.Rx(i).Room()
+			}
+			eng.PrefetchBurst(w.frames[:n])
+		}
 		for i := 0; i < n; i++ {
 			dp.handle(w, io.Rx(i), uint16(p), false)
 		}
@@ -458,6 +487,7 @@ func (dp *Dataplane) poll(w *worker, now int64) int {
 	if rx != 0 {
 		w.stats.rx.Add(rx)
 	}
+	w.publishCounts()
 	eng.EndBurst()
 	// Held packets whose next hop answered leave at once; resolution requests at least
 	// every controlGap.
@@ -529,7 +559,7 @@ func (dp *Dataplane) handle(w *worker, m *dpdk.Mbuf, p uint16, handedOff bool) {
 	case datapath.ActionForward:
 		m.SetLen(r.Len)
 		if int(r.Port) < len(dp.ports) && io.Tx(int(dp.ports[r.Port]), m) {
-			w.stats.tx.Add(1)
+			w.tx++
 			return
 		}
 	case datapath.ActionPass:
@@ -544,10 +574,10 @@ func (dp *Dataplane) handle(w *worker, m *dpdk.Mbuf, p uint16, handedOff bool) {
 	case datapath.ActionHandoff:
 		m.SetInPort(dp.ports[p])
 		if int(r.Port) < len(dp.handoff) && io.Tx(int(dp.handoff[r.Port]), m) {
-			w.stats.handoffOut.Add(1)
+			w.handoffOut++
 			return
 		}
-		w.stats.handoffDropped.Add(1)
+		w.handoffDropped++
 	}
 	io.Drop(m)
 }
