@@ -63,6 +63,10 @@ func (io *IO) Run(rxPort Port, rxq, txq uint16) int {
 	return int(C.lb_io_run(io.c, C.uint16_t(rxPort), C.uint16_t(rxq), C.uint16_t(txq)))
 }
 
+// Send transmits every queued tx list on queue txq and frees the drop list, like Run without
+// the receive (one cgo call).
+func (io *IO) Send(txq uint16) { C.lb_io_send(io.c, C.uint16_t(txq)) }
+
 // N returns the number of packets received by the last Run.
 func (io *IO) N() int { return int(io.c.nrx) }
 

@@ -350,7 +350,7 @@ void lb_io_free(struct lb_io *io)
  * transmit every pending tx list (the port owns what it took; the rest is
  * freed and counted), free the drop list, then receive the next burst.
  */
-uint16_t lb_io_run(struct lb_io *io, uint16_t rxport, uint16_t rxq, uint16_t txq)
+static inline void io_send(struct lb_io *io, uint16_t txq)
 {
 	uint16_t p;
 
@@ -371,9 +371,17 @@ uint16_t lb_io_run(struct lb_io *io, uint16_t rxport, uint16_t rxq, uint16_t txq
 		rte_pktmbuf_free_bulk(io->drop, io->ndrop);
 		io->ndrop = 0;
 	}
+}
+
+uint16_t lb_io_run(struct lb_io *io, uint16_t rxport, uint16_t rxq, uint16_t txq)
+{
+	io_send(io, txq);
 	io->nrx = rte_eth_rx_burst(rxport, rxq, io->rx, LB_MAX_BURST);
 	return io->nrx;
 }
+
+/* lb_io_send is lb_io_run without the receive: the benchmark's latency probe. */
+void lb_io_send(struct lb_io *io, uint16_t txq) { io_send(io, txq); }
 
 /* ---- Rings ---- */
 

@@ -156,6 +156,7 @@ int lb_port_promisc(uint16_t port, int on);
 struct lb_io *lb_io_new(uint16_t nports);
 void lb_io_free(struct lb_io *io);
 uint16_t lb_io_run(struct lb_io *io, uint16_t rxport, uint16_t rxq, uint16_t txq);
+void lb_io_send(struct lb_io *io, uint16_t txq);
 
 /* Rings. */
 struct rte_ring *lb_ring_create(const char *name, uint32_t size, int socket, uint32_t flags,
