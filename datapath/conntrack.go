@@ -49,47 +49,117 @@ const (
 	connClosing
 )
 
-// conn is the per-packet part of a tracked connection, laid out to fill exactly two cache lines
-// (128 bytes); what only creation and removal need lives in connMeta. The first line holds what a
-// client→server lookup compares (orig, proto) and the checksum deltas every rewrite applies.
+// conn is the per-packet part of a tracked connection: one cache line (64 bytes), so a lookup
+// and a rewrite touch one line of the table. It holds the client's address and the ports, and
+// names the rest by number: the VIP and the timeout by rule slot, the server by server slot,
+// full NAT's source address by port arena (connNames). Those numbers stay valid while the entry
+// lives: slots and arenas are reclaimed only after their last connection.
 type conn struct {
-	// First line (bytes 0–63): the c2s key, proto, the rewrite deltas, half of xlat.
-	orig       tuple     // client → VIP, as the client sent it: the c2s key
-	proto      uint8     // compared first by a lookup
-	flags      uint8     // conn flags
-	state      uint8     // connHalfOpen, connEstablished or connClosing
-	ipDelta    uint16    // RFC 1624 delta of the c2s IPv4 header rewrite; s2c applies its complement
-	l4Delta    uint16    // delta of the c2s TCP/UDP checksum (pseudo-header addresses and ports)
-	xlat       tuple     // the same packet as forwarded (client or proxy → server); reversed, the s2c key
-	last       int64     // last packet in either direction, ns (64 bits: no wrap to reason about)
-	timeoutMs  uint32    // idle time after which the entry expires, ms
-	finSeq     [2]uint32 // sequence number carried by each direction's FIN
-	serverSlot int32     // server counters
-	nh         [2]uint32 // per direction: neighbour slot + 1 of the next hop, 0 = not cached
-	nhEpoch    uint32    // neighbour table epoch the cached slots belong to
-	// estTimeoutMs is the rule's idle timeout, which the entry takes once established. It
-	// fills bytes 124–127, which would otherwise pad the entry.
-	estTimeoutMs uint32
+	client  addr   // the client's address (the c2s source)
+	cport   uint16 // the client's port
+	vport   uint16 // the VIP port the client addressed
+	sport   uint16 // the server's port
+	nport   uint16 // the source port toward the server: full NAT's port, else cport
+	rule    int32  // rule slot: VIP, idle timeout, counters and reference
+	server  int32  // server slot: address, counters, next hop toward it
+	last    uint32 // last packet in either direction, ms of the worker clock (compared modulo 2^32)
+	created uint32 // creation, ms of the worker clock (for the NAT table dump)
+	nh      uint32 // neighbour slot + 1 of the next hop toward the client, 0 = not cached
+	nhEpoch uint32 // neighbour table epoch nh belongs to
+	sticky  int32  // persistence entry this connection holds; -1 none
+	ipDelta uint16 // RFC 1624 delta of the c2s IPv4 header rewrite; s2c applies its complement
+	l4Delta uint16 // delta of the c2s TCP/UDP checksum (pseudo-header addresses and ports)
+	arena   uint16 // full NAT: port arena + 1 the source port (nport) returns to; 0 none
+	proto   uint8
+	flags   uint8
+	state   uint8 // connHalfOpen, connEstablished or connClosing
+	_       [3]byte
 }
 
-// connMeta is the rest of an entry (28 bytes: 4-byte aligned, no padding). The index hashes are
-// not kept: removal recomputes them from orig and xlat, as insert computes them.
+// connMeta is the rest of an entry: what only the handshake, the close and the half-open list
+// need (16 bytes).
 type connMeta struct {
-	created  splitNs // creation time
-	ruleSlot int32   // rule counters and reference
-	arena    int32   // full NAT: port arena the source port (xlat.sport) returns to; -1 none
-	sticky   int32   // persistence entry this connection holds; -1 none
+	finSeq [2]uint32 // sequence number carried by each direction's FIN; the server's ISN while half-open
 	// prev and next link the half-open list (entries not established); -1 ends it. A free
 	// entry's next links the free list instead, so the table needs no array of free numbers.
 	prev, next int32
 }
 
-// splitNs is a time in ns as two 32-bit halves, low first: an int64 field would align connMeta
-// to 8 bytes and pad it from 28 to 32.
-type splitNs [2]uint32
+// connNames are the addresses entries name by number, kept current by the engine as it
+// creates rule slots, server slots and port arenas.
+type connNames struct {
+	vip       []addr   // by rule slot
+	timeoutMs []uint32 // by rule slot: the idle timeout of its established connections
+	server    []addr   // by server slot
+	proxy     []addr   // by port arena
+}
 
-func toSplitNs(ns int64) splitNs { return splitNs{uint32(ns), uint32(uint64(ns) >> 32)} }
-func (s splitNs) ns() int64      { return int64(uint64(s[1])<<32 | uint64(s[0])) }
+// maxConnTimeoutMs bounds an idle timeout so that entry times compared modulo 2^32 ms stay
+// unambiguous (the sweep visits every entry far more often than this).
+const maxConnTimeoutMs = 1<<31 - 1
+
+// setRule records rule slot s's VIP and idle timeout.
+func (n *connNames) setRule(s int32, vip addr, timeoutMs uint32) {
+	for int(s) >= len(n.vip) {
+		n.vip, n.timeoutMs = append(n.vip, addr{}), append(n.timeoutMs, 0)
+	}
+	n.vip[s], n.timeoutMs[s] = vip, min(timeoutMs, maxConnTimeoutMs)
+}
+
+// setServer records server slot s's address.
+func (n *connNames) setServer(s int32, a addr) {
+	for int(s) >= len(n.server) {
+		n.server = append(n.server, addr{})
+	}
+	n.server[s] = a
+}
+
+// setProxy records port arena i's address.
+func (n *connNames) setProxy(i int32, a addr) {
+	for int(i) >= len(n.proxy) {
+		n.proxy = append(n.proxy, addr{})
+	}
+	n.proxy[i] = a
+}
+
+// maxArenas is the number of port arenas an entry can name.
+const maxArenas = 1<<16 - 1
+
+// natSrc returns the source address of c's packets toward the server.
+func (t *connTable) natSrc(c *conn) addr {
+	if c.arena != 0 {
+		return t.names.proxy[c.arena-1]
+	}
+	return c.client
+}
+
+// orig returns c's client → VIP addressing, as the client sends it: the c2s key.
+func (t *connTable) orig(c *conn) tuple {
+	return tuple{src: c.client, dst: t.names.vip[c.rule], sport: c.cport, dport: c.vport}
+}
+
+// xlat returns c's addressing as forwarded to the server; reversed, it is the s2c key.
+func (t *connTable) xlat(c *conn) tuple {
+	return tuple{src: t.natSrc(c), dst: t.names.server[c.server], sport: c.nport, dport: c.sport}
+}
+
+// timeoutMs returns c's idle timeout: its rule's once established, at most the half-open
+// timeout before that and after a RST.
+func (t *connTable) timeoutMs(c *conn) uint32 {
+	to := t.names.timeoutMs[c.rule]
+	if c.state != connEstablished {
+		to = min(to, t.halfOpenMs)
+	}
+	return to
+}
+
+// msOf converts a worker time in ns to the ms ticks entries record.
+func msOf(ns int64) uint32 { return uint32(ns / 1e6) }
+
+// msBefore returns the worker time in ns of a tick recorded at most 2^31 ms before now.
+func msBefore(now int64, tick uint32) int64 {
+	return (now/1e6 - int64(msOf(now)-tick)) * 1e6
+}
 
 // connRef is what the index holds for a key: entry number << 1 | direction of the key.
 type connRef uint32
@@ -104,6 +174,7 @@ type connTable struct {
 	entries []conn
 	meta    []connMeta  // parallel to entries
 	index   bucketIndex // two keys per entry: 10-slot buckets at most 0.8 full
+	names   connNames   // what entries name by number
 	// freeHead is the first free entry, the others linked through meta.next; -1 none.
 	freeHead int32
 	nfree    int
@@ -186,10 +257,10 @@ func (t *connTable) scan(b uint32, tag uint16, src, dst addr, sport, dport uint1
 			continue
 		}
 		if r.dir() == dirC2S {
-			if c.orig.src == src && c.orig.dst == dst && c.orig.sport == sport && c.orig.dport == dport {
+			if c.client == src && c.cport == sport && c.vport == dport && t.names.vip[c.rule] == dst {
 				return ci, dirC2S
 			}
-		} else if c.xlat.dst == src && c.xlat.src == dst && c.xlat.dport == sport && c.xlat.sport == dport {
+		} else if c.sport == sport && c.nport == dport && t.names.server[c.server] == src && t.natSrc(c) == dst {
 			return ci, dirS2C
 		}
 	}
@@ -208,14 +279,14 @@ const (
 	insertNoRoom
 )
 
-// insert adds c (orig, xlat and proto set) whose c2s key hashes to hC2S, created now under rule
-// slot rs, and returns its number; its meta has no NAT arena nor persistence entry yet. The
-// caller has looked the c2s key up and not found it.
-func (t *connTable) insert(c *conn, hC2S uint64, rs int32, now int64) (int32, insertStatus) {
+// insert adds c (addressing, rule, server, arena and proto set; its addresses in t.names)
+// whose c2s key hashes to hC2S, created now, and returns its number. The caller has looked the
+// c2s key up and not found it.
+func (t *connTable) insert(c *conn, hC2S uint64, now int64) (int32, insertStatus) {
 	if t.nfree == 0 {
 		return -1, insertFull
 	}
-	x := &c.xlat
+	x := t.xlat(c)
 	hS2C := t.hash(x.dst, x.src, x.dport, x.sport, c.proto)
 	if ci, _ := t.lookup(x.dst, x.src, x.dport, x.sport, c.proto, hS2C); ci >= 0 {
 		// Replies would be ambiguous: e.g. one client endpoint talking to two VIPs that map to
@@ -233,11 +304,10 @@ func (t *connTable) insert(c *conn, hC2S uint64, rs int32, now int64) (int32, in
 	t.freeHead = t.meta[i].next
 	t.nfree--
 	c.flags |= connInUse
+	c.last, c.created = msOf(now), msOf(now)
 	t.entries[i] = *c
-	t.entries[i].estTimeoutMs = c.timeoutMs
-	t.meta[i] = connMeta{created: toSplitNs(now), ruleSlot: rs, arena: -1, sticky: -1, prev: -1, next: -1}
+	t.meta[i] = connMeta{prev: -1, next: -1}
 	if c.state != connEstablished {
-		t.entries[i].timeoutMs = min(c.timeoutMs, t.halfOpenMs)
 		t.hoPush(i)
 	}
 	return i, insertOK
@@ -288,7 +358,7 @@ func (t *connTable) remove(i int32) {
 	if c.state != connEstablished {
 		t.hoUnlink(i)
 	}
-	o, x := &c.orig, &c.xlat
+	o, x := t.orig(c), t.xlat(c)
 	t.index.unplace(t.hash(o.src, o.dst, o.sport, o.dport, c.proto), indexRef(i, dirC2S))
 	t.index.unplace(t.hash(x.dst, x.src, x.dport, x.sport, c.proto), indexRef(i, dirS2C))
 	c.flags, c.state = 0, 0
@@ -297,20 +367,22 @@ func (t *connTable) remove(i int32) {
 	t.nfree++
 }
 
-// expired reports whether c has been idle in both directions for longer than its timeout.
-func (c *conn) expired(now int64) bool { return now-c.last > int64(c.timeoutMs)*1e6 }
+// expired reports whether entry i has been idle in both directions for longer than its timeout.
+func (t *connTable) expired(i int32, now int64) bool {
+	c := &t.entries[i]
+	return msOf(now)-c.last > t.timeoutMs(c)
+}
 
 // connDead reports whether entry i must go before its next packet: idle past its timeout, or
 // its server's conn-drain deadline has passed (spec §6.9).
 func (e *Engine) connDead(i int32) bool {
-	c := &e.conns.entries[i]
-	if c.expired(e.now) {
+	if e.conns.expired(i, e.now) {
 		return true
 	}
 	if e.nDraining == 0 {
 		return false
 	}
-	if d := e.srv[c.serverSlot].drainAt; d != 0 && e.now >= d {
+	if d := e.srv[e.conns.entries[i].server].drainAt; d != 0 && e.now >= d {
 		e.count(gConnDrained)
 		return true
 	}
@@ -321,18 +393,18 @@ func (e *Engine) connDead(i int32) bool {
 // configuration whose last connection this was gets its slot reclaimed at the end of the
 // burst), its full-NAT source port and its persistence entry, whose persist-timeout starts now.
 func (e *Engine) removeConn(i int32) {
-	m := &e.conns.meta[i]
-	rs := &e.slots[m.ruleSlot]
+	c := &e.conns.entries[i]
+	rs := &e.slots[c.rule]
 	rs.refs--
 	if rs.refs == 0 && !rs.live {
 		e.reclaimPending = true
 	}
-	e.releaseServer(e.conns.entries[i].serverSlot)
-	if m.arena >= 0 {
-		e.nat.put(m.arena, e.conns.entries[i].xlat.sport)
+	e.releaseServer(c.server)
+	if c.arena != 0 {
+		e.nat.put(int32(c.arena-1), c.nport)
 	}
-	if m.sticky >= 0 {
-		e.sticky.release(m.sticky, e.now)
+	if c.sticky >= 0 {
+		e.sticky.release(c.sticky, e.now)
 	}
 	e.conns.remove(i)
 }
@@ -366,7 +438,7 @@ func (e *Engine) sweepConns() {
 // sequence number, and when both FINs are acknowledged the entry goes. A client SYN, or a
 // segment beyond a recorded FIN (port reuse), clears the close state. RSTs are not its
 // business: tcpSetup makes them a closing state, so that a blind one cannot end the flow.
-func trackTCP(c *conn, t TCP, flags uint8, dir int, payload int) bool {
+func trackTCP(c *conn, m *connMeta, t TCP, flags uint8, dir int, payload int) bool {
 	if c.flags&connFinMask == 0 && flags&(TCPFin|TCPSyn) == 0 {
 		return false // the common case: an established connection moving data
 	}
@@ -379,19 +451,19 @@ func trackTCP(c *conn, t TCP, flags uint8, dir int, payload int) bool {
 	if dir == dirC2S && flags&TCPSyn != 0 && flags&TCPAck == 0 {
 		c.flags &^= connFinMask
 	}
-	if c.flags&finFlag != 0 && flags&TCPFin == 0 && int32(seq-(c.finSeq[dir]+1)) > 0 {
+	if c.flags&finFlag != 0 && flags&TCPFin == 0 && int32(seq-(m.finSeq[dir]+1)) > 0 {
 		c.flags &^= connFinMask
 	}
 	if flags&TCPFin != 0 {
 		// The FIN occupies the sequence number after the segment's data.
-		c.finSeq[dir] = seq + uint32(payload)
+		m.finSeq[dir] = seq + uint32(payload)
 		if flags&TCPSyn != 0 {
-			c.finSeq[dir]++
+			m.finSeq[dir]++
 		}
 		c.flags |= finFlag
 		c.flags &^= ackFlag
 	}
-	if flags&TCPAck != 0 && c.flags&otherFin != 0 && int32(t.Ack()-(c.finSeq[1-dir]+1)) >= 0 {
+	if flags&TCPAck != 0 && c.flags&otherFin != 0 && int32(t.Ack()-(m.finSeq[1-dir]+1)) >= 0 {
 		c.flags |= otherAck
 	}
 	return c.flags&(connAckC2S|connAckS2C) == connAckC2S|connAckS2C
@@ -408,8 +480,7 @@ func (e *Engine) tcpSetup(ci int32, c *conn, t TCP, flags uint8, dir int) {
 		// The entry keeps its server, for a short time only; a real reset is followed by
 		// silence, a blind one by the flow's next segment, which restores it.
 		if c.state == connEstablished {
-			c.state = connClosing
-			c.timeoutMs = min(c.timeoutMs, ct.halfOpenMs)
+			c.state = connClosing // its timeout is the half-open one from here
 			ct.hoPush(ci)
 			e.count(gConnReset)
 		} else {
@@ -427,10 +498,10 @@ func (e *Engine) tcpSetup(ci int32, c *conn, t TCP, flags uint8, dir int) {
 	case dir == dirS2C:
 		if flags&(TCPSyn|TCPAck) == TCPSyn|TCPAck {
 			c.flags |= connReplied
-			c.finSeq[dirS2C] = t.Seq()
+			ct.meta[ci].finSeq[dirS2C] = t.Seq()
 		}
 		ct.hoTouch(ci)
-	case flags&(TCPSyn|TCPAck) == TCPAck && c.flags&connReplied != 0 && t.Ack() == c.finSeq[dirS2C]+1:
+	case flags&(TCPSyn|TCPAck) == TCPAck && c.flags&connReplied != 0 && t.Ack() == ct.meta[ci].finSeq[dirS2C]+1:
 		// The client acknowledges the server's SYN+ACK: only a client that received it
 		// knows the server's initial sequence number.
 		e.establish(ci, c)
@@ -439,15 +510,14 @@ func (e *Engine) tcpSetup(ci int32, c *conn, t TCP, flags uint8, dir int) {
 	}
 }
 
-// establish makes entry ci established: off the half-open list, with its rule's timeout.
+// establish makes entry ci established: off the half-open list, so with its rule's timeout.
 func (e *Engine) establish(ci int32, c *conn) {
 	ct := &e.conns
 	ct.hoUnlink(ci)
 	c.state = connEstablished
 	c.flags |= connReplied
 	c.flags &^= connFinMask // finSeq held the server's ISN, or the close it tracked was reset
-	c.finSeq = [2]uint32{}
-	c.timeoutMs = c.estTimeoutMs
+	ct.meta[ci].finSeq = [2]uint32{}
 }
 
 // evictHalfOpen removes the least recently active entry that is not established, if there is
@@ -475,7 +545,7 @@ func (e *Engine) evictHalfOpenFor(rs *ruleState) bool {
 	}
 	t := &e.conns
 	for i, k := t.hoHead, 0; i >= 0 && k < natEvictScan; i, k = t.meta[i].next, k+1 {
-		a := t.meta[i].arena
+		a := int32(t.entries[i].arena) - 1
 		if a < 0 {
 			continue
 		}
@@ -500,7 +570,7 @@ func (e *Engine) expireHalfOpen() {
 	t := &e.conns
 	for k := 0; k < halfOpenExpireLimit; k++ {
 		i := t.hoHead
-		if i < 0 || !t.entries[i].expired(e.now) {
+		if i < 0 || !t.expired(i, e.now) {
 			return
 		}
 		e.removeConn(i)

@@ -6,24 +6,57 @@ import (
 	"unsafe"
 )
 
-// The per-packet part of an entry is exactly two cache lines; growing it costs a miss per packet.
-// What a client→server lookup compares is in the first line; the metadata packs without padding.
+// The per-packet part of an entry is one cache line; growing it costs a miss per packet. The
+// metadata packs without padding, and times recorded in ms ticks read back across a wrap.
 func TestConnEntrySize(t *testing.T) {
-	if n := unsafe.Sizeof(conn{}); n != 128 {
-		t.Fatalf("conn is %d bytes, want 128", n)
+	if n := unsafe.Sizeof(conn{}); n != cacheLine {
+		t.Fatalf("conn is %d bytes, want %d", n, cacheLine)
 	}
-	var c conn
-	if end := unsafe.Offsetof(c.proto) + 1; unsafe.Offsetof(c.orig)+unsafe.Sizeof(c.orig) > cacheLine || end > cacheLine {
-		t.Fatalf("orig or proto beyond the first cache line")
+	if n := unsafe.Sizeof(connMeta{}); n != 16 {
+		t.Fatalf("connMeta is %d bytes, want 16", n)
 	}
-	if n := unsafe.Sizeof(connMeta{}); n != 28 {
-		t.Fatalf("connMeta is %d bytes, want 28", n)
-	}
-	for _, ns := range []int64{0, 1, -1, 1<<40 + 12345, -1 << 62, 1<<63 - 1} {
-		if got := toSplitNs(ns).ns(); got != ns {
-			t.Fatalf("split time %d reads back as %d", ns, got)
+	for _, now := range []int64{0, 1e6, 3600e9, (1<<32)*1e6 + 5e6, (1<<33)*1e6 - 1} {
+		for _, ago := range []int64{0, 1, 1000, 1 << 30} {
+			then := (now/1e6 - ago) * 1e6
+			if then < 0 {
+				continue
+			}
+			if got := msBefore(now, msOf(then)); got != then {
+				t.Fatalf("now %d: a tick %d ms ago reads back as %d, want %d", now, ago, got, then)
+			}
 		}
 	}
+}
+
+// flow is the addressing of a test connection: what an entry names by number, spelt out.
+type flow struct {
+	orig, xlat tuple
+	proto      uint8
+}
+
+// named returns the entry of f for insert, giving its VIP, server and (full NAT) source
+// address numbers in t.names as the engine's slots and arenas would.
+func (t *connTable) named(f flow) *conn {
+	c := &conn{client: f.orig.src, cport: f.orig.sport, vport: f.orig.dport, sport: f.xlat.dport, nport: f.xlat.sport,
+		proto: f.proto, sticky: -1}
+	number := func(list *[]addr, a addr) int32 {
+		for i, v := range *list {
+			if v == a {
+				return int32(i)
+			}
+		}
+		*list = append(*list, a)
+		return int32(len(*list) - 1)
+	}
+	c.rule = number(&t.names.vip, f.orig.dst)
+	for len(t.names.timeoutMs) < len(t.names.vip) {
+		t.names.timeoutMs = append(t.names.timeoutMs, 60000)
+	}
+	c.server = number(&t.names.server, f.xlat.dst)
+	if f.xlat.src != f.orig.src {
+		c.arena, c.flags = uint16(number(&t.names.proxy, f.xlat.src)+1), connFullNAT
+	}
+	return c
 }
 
 // The index must find every live entry by both keys and none of the removed ones, through any
@@ -36,9 +69,9 @@ func TestConnTableAgainstModel(t *testing.T) {
 			t.Fatalf("%d buckets for 16 entries, want 4", len(tab.index.buckets))
 		}
 		rng := rand.New(rand.NewPCG(seed[0], 9))
-		live := map[int32]conn{}
-		mk := func(n int) conn {
-			return conn{
+		live := map[int32]flow{}
+		mk := func(n int) flow {
+			return flow{
 				orig:  tuple{src: addrFrom4(0xcb007100 + uint32(n%7)), dst: addrFrom4(0xc000020a), sport: uint16(n), dport: 80},
 				xlat:  tuple{src: addrFrom4(0xcb007100 + uint32(n%7)), dst: addrFrom4(0xc6336400 + uint32(n%3)), sport: uint16(n), dport: 8080},
 				proto: ProtoTCP,
@@ -52,11 +85,11 @@ func TestConnTableAgainstModel(t *testing.T) {
 				if ci, _ := tab.lookup(c.orig.src, c.orig.dst, c.orig.sport, c.orig.dport, c.proto, h); ci >= 0 {
 					continue // already present
 				}
-				ci, st := tab.insert(&c, h, 0, 0)
+				ci, st := tab.insert(tab.named(c), h, 0)
 				if st != insertOK {
 					t.Fatalf("insert: %v", st)
 				}
-				live[ci] = tab.entries[ci]
+				live[ci] = c
 			} else if len(live) > 0 {
 				for ci := range live {
 					tab.remove(ci)
@@ -104,9 +137,10 @@ func checkConnIndex(tb testing.TB, t *connTable) {
 				tb.Fatalf("bucket %d slot %d: ref %#x to a free entry", b, s, r)
 			}
 			c := &t.entries[ci]
-			h := t.hash(c.orig.src, c.orig.dst, c.orig.sport, c.orig.dport, c.proto)
+			o, x := t.orig(c), t.xlat(c)
+			h := t.hash(o.src, o.dst, o.sport, o.dport, c.proto)
 			if r.dir() == dirS2C {
-				h = t.hash(c.xlat.dst, c.xlat.src, c.xlat.dport, c.xlat.sport, c.proto)
+				h = t.hash(x.dst, x.src, x.dport, x.sport, c.proto)
 			}
 			home, want := t.index.home(h)
 			if tag != want || (uint32(b) != home && uint32(b) != t.index.alt(home, tag)) {
@@ -123,8 +157,8 @@ func checkConnIndex(tb testing.TB, t *connTable) {
 
 // flowConn returns flow n of the high-load tests: IPv4 and IPv6 alternately, a handful of
 // clients with many ports each (keys that differ in a few bits), half of them full NAT.
-func flowConn(n int) conn {
-	c := conn{proto: ProtoTCP}
+func flowConn(n int) flow {
+	c := flow{proto: ProtoTCP}
 	if n%2 == 0 {
 		c.orig = tuple{src: addrFrom4(0xcb007100 + uint32(n%5)), dst: addrFrom4(0xc000020a), sport: uint16(n >> 3), dport: 80}
 	} else {
@@ -153,7 +187,7 @@ func TestConnIndexHighLoad(t *testing.T) {
 	insert := func() {
 		c := flowConn(next)
 		h := tab.hash(c.orig.src, c.orig.dst, c.orig.sport, c.orig.dport, c.proto)
-		ci, st := tab.insert(&c, h, 0, 0)
+		ci, st := tab.insert(tab.named(c), h, 0)
 		if st != insertOK {
 			t.Fatalf("insert of flow %d with %d free: status %d", next, tab.nfree, st)
 		}
@@ -209,7 +243,7 @@ func TestConnIndexHighLoad(t *testing.T) {
 	}
 	verify("full")
 	c := flowConn(next)
-	if _, st := tab.insert(&c, tab.hash(c.orig.src, c.orig.dst, c.orig.sport, c.orig.dport, c.proto), 0, 0); st != insertFull {
+	if _, st := tab.insert(tab.named(c), tab.hash(c.orig.src, c.orig.dst, c.orig.sport, c.orig.dport, c.proto), 0); st != insertFull {
 		t.Fatalf("insert into a full table: status %d", st)
 	}
 	for _, i := range rng.Perm(len(order))[:n/2] {
@@ -293,7 +327,7 @@ func TestConnIndexNoRoom(t *testing.T) {
 	var cis []int32
 	for k := 0; ; k++ {
 		c := flowConn(k)
-		ci, st := tab.insert(&c, tab.hash(c.orig.src, c.orig.dst, c.orig.sport, c.orig.dport, c.proto), 0, 0)
+		ci, st := tab.insert(tab.named(c), tab.hash(c.orig.src, c.orig.dst, c.orig.sport, c.orig.dport, c.proto), 0)
 		if st == insertNoRoom {
 			if k != bucketSlots/2 || tab.count() != k || tab.nfree != 16-k || tab.index.keys != 2*k {
 				t.Fatalf("no room after %d inserts: count %d, nfree %d, %d keys", k, tab.count(), tab.nfree, tab.index.keys)
@@ -308,7 +342,7 @@ func TestConnIndexNoRoom(t *testing.T) {
 	checkConnIndex(t, &tab)
 	tab.remove(cis[2])
 	c := flowConn(100)
-	if _, st := tab.insert(&c, tab.hash(c.orig.src, c.orig.dst, c.orig.sport, c.orig.dport, c.proto), 0, 0); st != insertOK {
+	if _, st := tab.insert(tab.named(c), tab.hash(c.orig.src, c.orig.dst, c.orig.sport, c.orig.dport, c.proto), 0); st != insertOK {
 		t.Fatalf("insert after a removal: status %d", st)
 	}
 	checkConnIndex(t, &tab)
@@ -329,8 +363,8 @@ func TestBucketIndexAligned(t *testing.T) {
 
 // lookupBenchConn returns flow k of the lookup benchmarks: a distinct client endpoint per k,
 // eight servers.
-func lookupBenchConn(k uint32) conn {
-	c := conn{
+func lookupBenchConn(k uint32) flow {
+	c := flow{
 		orig:  tuple{src: addrFrom4(0x0a000000 | k>>4), dst: addrFrom4(0xc000020a), sport: uint16(1024 + k&15), dport: 80},
 		proto: ProtoTCP,
 	}
@@ -351,7 +385,7 @@ func lookupTable(b *testing.B, n int) *connTable {
 	for k := uint32(0); k < uint32(n); k++ {
 		c := lookupBenchConn(k)
 		o := &c.orig
-		if i, st := t.insert(&c, t.hash(o.src, o.dst, o.sport, o.dport, c.proto), 0, 0); st != insertOK || i != int32(k) {
+		if i, st := t.insert(t.named(c), t.hash(o.src, o.dst, o.sport, o.dport, c.proto), 0); st != insertOK || i != int32(k) {
 			b.Fatalf("insert %d: entry %d, status %d", k, i, st)
 		}
 	}

@@ -25,13 +25,11 @@ func addConn(tb testing.TB, h *harness, k int) int32 {
 	tb.Helper()
 	e := h.e
 	ca, cp := dumpClient(k)
-	c := conn{
-		orig:  tuple{src: addrFromNetip(ca), dst: addrFromNetip(vip), sport: cp, dport: 80},
-		xlat:  tuple{src: addrFromNetip(ca), dst: addrFromNetip(serverAddr[k%3]), sport: cp, dport: 8080},
-		proto: ProtoTCP, state: connEstablished, last: h.now, timeoutMs: 120000,
-	}
-	o := &c.orig
-	i, st := e.conns.insert(&c, e.conns.hash(o.src, o.dst, o.sport, o.dport, c.proto), e.slotByID[ruleWeb], h.now)
+	rs := e.slotByID[ruleWeb]
+	c := conn{client: addrFromNetip(ca), cport: cp, vport: 80, sport: 8080, nport: cp, rule: rs,
+		server: e.slots[rs].servers[k%3].slot, sticky: -1, proto: ProtoTCP, state: connEstablished}
+	o := e.conns.orig(&c)
+	i, st := e.conns.insert(&c, e.conns.hash(o.src, o.dst, o.sport, o.dport, c.proto), h.now)
 	if st != insertOK {
 		tb.Fatalf("insert conn %d: %v", k, st)
 	}
@@ -107,7 +105,7 @@ func TestNATDumpSlicedListsEveryEntryOnce(t *testing.T) {
 			continue
 		}
 		c := &h.e.conns.entries[i]
-		want[natKey{netip.AddrPortFrom(c.orig.src.netip(), c.orig.sport), netip.AddrPortFrom(vip, 80)}] = true
+		want[natKey{netip.AddrPortFrom(c.client.netip(), c.cport), netip.AddrPortFrom(vip, 80)}] = true
 	}
 	ch, ok := h.e.RequestNATDump(0)
 	if !ok {

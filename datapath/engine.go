@@ -88,6 +88,7 @@ type Result struct {
 // RequestPersistDump must be called from that worker's goroutine.
 type Engine struct {
 	now    int64
+	nowMs  uint32 // now in the ms ticks connection entries record
 	pkt    Parsed
 	ports  []port
 	snapP  *atomic.Pointer[rules.Snapshot]
@@ -291,7 +292,7 @@ func (e *Engine) addPort(i int, pc PortConfig) error {
 // BeginBurst starts a burst at time now (monotonic ns from the worker) and picks up a newly
 // published configuration snapshot.
 func (e *Engine) BeginBurst(now int64) {
-	e.now = now
+	e.now, e.nowMs = now, msOf(now)
 	if s := e.snapP.Load(); s != e.snap || !e.started {
 		e.started = true
 		e.applySnapshot(s)

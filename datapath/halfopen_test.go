@@ -53,8 +53,8 @@ func TestHandshakeEstablishes(t *testing.T) {
 	i := connectSYN(t, h, 1000)
 	ci := lookupClient(h, 1000)
 	c := &h.e.conns.entries[ci]
-	if c.state != connHalfOpen || c.timeoutMs != uint32(DefaultHalfOpenTimeout/time.Millisecond) {
-		t.Fatalf("after SYN: state %d timeout %d ms", c.state, c.timeoutMs)
+	if to := h.e.conns.timeoutMs(c); c.state != connHalfOpen || to != uint32(DefaultHalfOpenTimeout/time.Millisecond) {
+		t.Fatalf("after SYN: state %d timeout %d ms", c.state, to)
 	}
 	synAck := fromServer(i, 1000, TCPSyn|TCPAck)
 	synAck.seq = 777
@@ -73,8 +73,8 @@ func TestHandshakeEstablishes(t *testing.T) {
 	ack := client(1000, TCPAck)
 	ack.seq, ack.ack = 1001, 778
 	h.process(ack.build(t), 0)
-	if c.state != connEstablished || c.timeoutMs != 120000 || h.e.conns.hoCount != 0 {
-		t.Fatalf("after the handshake: state %d timeout %d ms, %d half-open", c.state, c.timeoutMs, h.e.conns.hoCount)
+	if to := h.e.conns.timeoutMs(c); c.state != connEstablished || to != 120000 || h.e.conns.hoCount != 0 {
+		t.Fatalf("after the handshake: state %d timeout %d ms, %d half-open", c.state, to, h.e.conns.hoCount)
 	}
 	h.burst()
 	if g := h.stats().Global; g.ConnEntries != 1 || g.HalfOpenEntries != 0 {

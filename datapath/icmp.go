@@ -179,27 +179,28 @@ func (e *Engine) icmpTooBig(frame []byte, p *Parsed, rslot int32) Result {
 	}
 	c := &t.entries[ci]
 	full := c.flags&connFullNAT != 0
+	o, x := t.orig(c), t.xlat(c)
 	var outSrc, outDst addr
 	var inner tuple
 	if dir == dirC2S {
 		// The quote went VIP → client: the server sent it. Back to the server, and for full NAT
 		// from the proxy address, which is what the server knows us by (Solaris' ilb_nat_icmpv4).
-		if p.dst != c.orig.dst {
+		if p.dst != o.dst {
 			return e.tooBigDropped(frame, rslot)
 		}
-		outSrc, outDst = p.src, c.xlat.dst
+		outSrc, outDst = p.src, x.dst
 		if full {
-			outSrc = c.xlat.src
+			outSrc = x.src
 		}
-		inner = tuple{src: c.xlat.dst, dst: c.xlat.src, sport: c.xlat.dport, dport: c.xlat.sport}
+		inner = tuple{src: x.dst, dst: x.src, sport: x.dport, dport: x.sport}
 	} else {
 		// The quote went proxy → server: the client sent it (full NAT only). Back to the client,
 		// from the VIP it talks to.
-		if !full || p.dst != c.xlat.src {
+		if !full || p.dst != x.src {
 			return e.tooBigDropped(frame, rslot)
 		}
-		outSrc, outDst = c.orig.dst, c.orig.src
-		inner = tuple{src: c.orig.src, dst: c.orig.dst, sport: c.orig.sport, dport: c.orig.dport}
+		outSrc, outDst = o.dst, o.src
+		inner = tuple{src: o.src, dst: o.dst, sport: o.sport, dport: o.dport}
 	}
 	if p.TTL <= 1 {
 		return e.drop(gTTLExceeded, frame)
@@ -230,7 +231,7 @@ func (e *Engine) icmpTooBig(frame []byte, p *Parsed, rslot int32) Result {
 	eth := Ethernet(frame)
 	eth.SetDst(mac)
 	eth.SetSrc(e.ports[out].mac)
-	e.ctr.ruleInc(e.conns.meta[ci].ruleSlot, rICMPTooBigProcessed)
+	e.ctr.ruleInc(c.rule, rICMPTooBigProcessed)
 	e.count(gICMPTooBigForwarded)
 	return e.send(out, frame)
 }

@@ -11,9 +11,9 @@ import (
 // still being resolved is rewritten all the same and held until the MAC is known.
 func (e *Engine) forwardConn(frame []byte, p *Parsed, ci int32, dir int) Result {
 	c := &e.conns.entries[ci]
-	dst := c.xlat.dst
-	if dir == dirS2C {
-		dst = c.orig.src
+	dst := c.client
+	if dir == dirC2S {
+		dst = e.conns.names.server[c.server]
 	}
 	if p.TTL <= 1 {
 		return e.drop(gTTLExceeded, frame)
@@ -22,14 +22,15 @@ func (e *Engine) forwardConn(frame []byte, p *Parsed, ci int32, dir int) Result 
 	if rt == routeNone {
 		return Result{Action: ActionDrop, Len: len(frame)}
 	}
-	c.last = e.now
+	c.last = e.nowMs
 	e.rewrite(frame, p, c, dir, out, mac)
 	if p.Proto == ProtoTCP {
 		t := TCP(frame[p.L4Off:p.L3End])
 		if c.state != connEstablished || p.TCPFlags&TCPRst != 0 {
 			e.tcpSetup(ci, c, t, p.TCPFlags, dir)
 		}
-		if trackTCP(c, t, p.TCPFlags, dir, p.L3End-p.L4Off-t.HeaderLen()) {
+		if (c.flags&connFinMask != 0 || p.TCPFlags&(TCPFin|TCPSyn) != 0) &&
+			trackTCP(c, &e.conns.meta[ci], t, p.TCPFlags, dir, p.L3End-p.L4Off-t.HeaderLen()) {
 			e.removeConn(ci)
 		}
 	} else if c.state != connEstablished {
@@ -40,9 +41,9 @@ func (e *Engine) forwardConn(frame []byte, p *Parsed, ci int32, dir int) Result 
 		}
 	}
 	if rt == routeUnresolved {
-		return e.hold(frame, out, c.serverSlot, p.IPLen)
+		return e.hold(frame, out, c.server, p.IPLen)
 	}
-	return e.sent(out, frame, c.serverSlot, p.IPLen)
+	return e.sent(out, frame, c.server, p.IPLen)
 }
 
 // newFlow balances the first packet of a flow that matched rule ri (spec §6.2 steps 2–6): every
@@ -86,13 +87,9 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint64) Result {
 		return e.drop(gUnsupported, frame)
 	}
 	sv := &rs.servers[si]
-	var c conn
-	c.orig = tuple{src: p.src, dst: p.dst, sport: p.SrcPort, dport: p.DstPort}
-	c.xlat = tuple{src: p.src, dst: sv.addr, sport: p.SrcPort, dport: r.ServerPort(&r.Servers[si], p.DstPort)}
-	c.proto = p.Proto
-	c.last, c.timeoutMs = e.now, rs.timeoutMs
-	c.serverSlot = sv.slot
-	arena := int32(-1)
+	c := conn{client: p.src, cport: p.SrcPort, vport: p.DstPort, nport: p.SrcPort,
+		sport: r.ServerPort(&r.Servers[si], p.DstPort), proto: p.Proto, rule: rs.slot, server: sv.slot, sticky: -1}
+	natSrc := p.src
 	if rs.topo == rules.TopoNAT {
 		pi, a, port, ok := e.allocNATPort(rs, proxy)
 		// Ports exhausted: half-open entries (a SYN flood's) give theirs back first.
@@ -104,24 +101,23 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint64) Result {
 			e.ctr.ruleAdd(rs.slot, rNoPortPktDropped, p.IPLen)
 			return e.drop(gNoPort, frame)
 		}
-		c.xlat.src, c.xlat.sport = rs.proxies[pi].addr, port
+		natSrc, c.nport, c.arena = rs.proxies[pi].addr, port, uint16(a+1)
 		c.flags = connFullNAT
-		arena = a
 		if st >= 0 {
 			e.sticky.entries[st].proxy = int8(pi)
 		}
 	}
-	c.ipDelta = csumAdd(csumDeltaAddr(c.orig.src, c.xlat.src), csumDeltaAddr(c.orig.dst, c.xlat.dst))
-	c.l4Delta = csumAdd(c.ipDelta, csumAdd(csumDelta16(c.orig.sport, c.xlat.sport), csumDelta16(c.orig.dport, c.xlat.dport)))
-	ci, ist := e.conns.insert(&c, h, rs.slot, e.now)
+	c.ipDelta = csumAdd(csumDeltaAddr(p.src, natSrc), csumDeltaAddr(p.dst, sv.addr))
+	c.l4Delta = csumAdd(c.ipDelta, csumAdd(csumDelta16(p.SrcPort, c.nport), csumDelta16(p.DstPort, c.sport)))
+	ci, ist := e.conns.insert(&c, h, e.now)
 	if ist == insertFull && e.evictHalfOpen() {
-		ci, ist = e.conns.insert(&c, h, rs.slot, e.now)
+		ci, ist = e.conns.insert(&c, h, e.now)
 	}
 	// An index without room for a key counts as a full table. No entry is evicted for it: that
 	// would free slots in unrelated buckets, not in this key's two.
 	if ist != insertOK {
-		if arena >= 0 {
-			e.nat.put(arena, c.xlat.sport)
+		if c.arena != 0 {
+			e.nat.put(int32(c.arena-1), c.nport)
 		}
 		if ist == insertFull || ist == insertNoRoom {
 			e.ctr.ruleAdd(rs.slot, rNoMemPktDropped, p.IPLen)
@@ -130,10 +126,8 @@ func (e *Engine) newFlow(frame []byte, p *Parsed, ri int, h uint64) Result {
 		e.ctr.ruleAdd(rs.slot, rPktDropped, p.IPLen)
 		return e.drop(gConnConflict, frame)
 	}
-	m := &e.conns.meta[ci]
-	m.arena = arena
 	if st >= 0 {
-		m.sticky = st
+		e.conns.entries[ci].sticky = st
 		e.sticky.entries[st].refs++
 	}
 	e.slots[rs.slot].refs++
@@ -159,14 +153,17 @@ const (
 )
 
 // routeConn finds the out port and next-hop MAC for a packet of c travelling in dir toward dst.
-// The next hop's neighbour slot is cached in the entry, so an established flow skips the route
-// lookup and the neighbour hash probe. Without a route the reason is counted; on a neighbour
-// miss a resolution is scheduled and the next hop noted for hold.
+// The next hop's neighbour slot is cached, toward the server in its server slot (every
+// connection to it shares the route), toward the client in the entry, so an established flow
+// skips the route lookup and the neighbour hash probe. Without a route the reason is counted; on
+// a neighbour miss a resolution is scheduled and the next hop noted for hold.
 func (e *Engine) routeConn(c *conn, dir int, dst addr, frame []byte) (uint16, [6]byte, routeStatus) {
-	if c.nhEpoch != e.neigh.epoch {
-		c.nh, c.nhEpoch = [2]uint32{}, e.neigh.epoch
+	slot, epoch := &c.nh, &c.nhEpoch
+	if dir == dirC2S {
+		run := &e.srv[c.server]
+		slot, epoch = &run.nh, &run.nhEpoch
 	}
-	if s := c.nh[dir]; s != 0 {
+	if s := *slot; s != 0 && *epoch == e.neigh.epoch {
 		if mac, ok := e.neighMAC(int(s - 1)); ok {
 			return e.neigh.slots[s-1].port, mac, routeOK
 		}
@@ -177,10 +174,7 @@ func (e *Engine) routeConn(c *conn, dir int, dst addr, frame []byte) (uint16, [6
 		return 0, [6]byte{}, routeNone
 	}
 	i, mac, ok := e.resolve(nh, out)
-	if c.nhEpoch != e.neigh.epoch { // resolve recycled a slot: other cached slots may be stale
-		c.nh, c.nhEpoch = [2]uint32{}, e.neigh.epoch
-	}
-	c.nh[dir] = uint32(i) + 1
+	*slot, *epoch = uint32(i)+1, e.neigh.epoch // after resolve, which may recycle a slot
 	if !ok {
 		e.holdNH = nh
 		return out, [6]byte{}, routeUnresolved
@@ -195,9 +189,9 @@ func (e *Engine) rewrite(frame []byte, p *Parsed, c *conn, dir int, out uint16, 
 	var to tuple
 	ipDelta, l4Delta := c.ipDelta, c.l4Delta
 	if dir == dirC2S {
-		to = c.xlat
+		to = e.conns.xlat(c)
 	} else {
-		to = tuple{src: c.orig.dst, dst: c.orig.src, sport: c.orig.dport, dport: c.orig.sport}
+		to = tuple{src: e.conns.names.vip[c.rule], dst: c.client, sport: c.vport, dport: c.cport}
 		ipDelta, l4Delta = ^ipDelta, ^l4Delta // undoing a change adds the complement of its delta
 	}
 	if p.isV6() {

@@ -146,18 +146,21 @@ func (e *Engine) serveNATDump(r *natDumpRequest) {
 	i, copied := r.next, 0
 	for ; i < end && copied < natDumpSlice && len(r.buf) < cap(r.buf); i++ {
 		c := &t.entries[i]
-		if c.flags&connInUse == 0 || t.meta[i].created.ns() > r.start {
+		// Entries created after the walk started may sit in a slot it has not reached: leave
+		// them out, or a connection that ended and was reopened would be listed twice.
+		if c.flags&connInUse == 0 || int32(c.created-msOf(r.start)) > 0 {
 			continue
 		}
+		o, x := t.orig(c), t.xlat(c)
 		r.buf = append(r.buf, NATEntry{ // within cap: never allocates
 			Proto:    c.proto,
-			Client:   netip.AddrPortFrom(c.orig.src.netip(), c.orig.sport),
-			VIP:      netip.AddrPortFrom(c.orig.dst.netip(), c.orig.dport),
-			NATSrc:   netip.AddrPortFrom(c.xlat.src.netip(), c.xlat.sport),
-			Server:   netip.AddrPortFrom(c.xlat.dst.netip(), c.xlat.dport),
-			RuleID:   e.slots[t.meta[i].ruleSlot].id,
-			Created:  t.meta[i].created.ns(),
-			LastUsed: c.last,
+			Client:   netip.AddrPortFrom(o.src.netip(), o.sport),
+			VIP:      netip.AddrPortFrom(o.dst.netip(), o.dport),
+			NATSrc:   netip.AddrPortFrom(x.src.netip(), x.sport),
+			Server:   netip.AddrPortFrom(x.dst.netip(), x.dport),
+			RuleID:   e.slots[c.rule].id,
+			Created:  msBefore(e.now, c.created),
+			LastUsed: msBefore(e.now, c.last),
 		})
 		copied++
 	}

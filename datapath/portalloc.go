@@ -75,6 +75,9 @@ func (n *natPorts) arenaFor(a addr) int32 {
 		i = n.free[k-1]
 		n.free = n.free[:k-1]
 	} else {
+		if len(n.arenas) >= maxArenas {
+			return -1 // a connection entry names its arena in 16 bits: the address gets no ports
+		}
 		i = int32(len(n.arenas))
 		n.arenas = append(n.arenas, natArena{ring: make([]uint16, natPortCount/n.workers+1)})
 	}
@@ -98,6 +101,9 @@ func (n *natPorts) endSnapshot() {
 
 // get takes the next free port of arena i.
 func (n *natPorts) get(i int32) (uint16, bool) {
+	if i < 0 {
+		return 0, false
+	}
 	ar := &n.arenas[i]
 	if ar.fresh <= natPortLast {
 		p := ar.fresh

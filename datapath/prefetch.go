@@ -18,14 +18,11 @@ const BurstMax = 32
 // index are about 5 MiB, beyond the L2 of the cores this runs on.
 const prefetchMinEntries = 1 << 15
 
-// connLine is a cache line; an entry is two of them.
-const connLine = 64
-
 // prefetchState is the scratch of one staged burst, part of the engine.
 type prefetchState struct {
 	hash  [BurstMax]uint64
 	ok    [BurstMax]bool
-	lines [2 * BurstMax]uintptr
+	lines [BurstMax]uintptr
 }
 
 // Prefetching reports whether PrefetchBurst would do anything, so a caller can skip building
@@ -62,9 +59,8 @@ func (e *Engine) PrefetchBurst(frames [][]byte) {
 		found := false
 		for s, tg := range bk.tags {
 			if tg == tag {
-				c := uintptr(unsafe.Pointer(&t.entries[connRef(bk.refs[s]).entry()]))
-				pf.lines[k], pf.lines[k+1] = c, c+connLine
-				k += 2
+				pf.lines[k] = uintptr(unsafe.Pointer(&t.entries[connRef(bk.refs[s]).entry()])) // one line
+				k++
 				found = true
 				break
 			}

@@ -51,6 +51,8 @@ type serverRun struct {
 	pos       int32  // index in the rule slot's servers
 	refs      int32  // connection entries on this server slot
 	gen       uint32 // bumped when the slot is reclaimed, so a persistence entry cannot follow it to a new server
+	nh        uint32 // neighbour slot + 1 of the next hop toward the server, 0 = not cached
+	nhEpoch   uint32 // neighbour table epoch nh belongs to
 	active    bool   // in the current snapshot, enabled and usable
 	wasActive bool   // active in the previous snapshot: scratch for applySnapshot
 }
@@ -203,6 +205,7 @@ func (e *Engine) buildRule(s *rules.Snapshot, i, off, poff int) (int, int) {
 	rsl := &e.slots[slot]
 	rsl.live = true
 	rsl.connDrain = r.ConnDrain
+	e.conns.names.setRule(slot, addrFromNetip(r.VIP.Unmap()), r.TimeoutMs)
 	v4 := r.VIP.Unmap().Is4()
 	rs := &e.rules[i]
 	ns, np := len(r.Servers), len(r.ProxySrc)
@@ -234,6 +237,9 @@ func (e *Engine) buildRule(s *rules.Snapshot, i, off, poff int) (int, int) {
 		for k, pa := range r.ProxySrc {
 			a := addrFromNetip(pa.Unmap())
 			rs.proxies[k] = natProxy{addr: a, arena: e.nat.arenaFor(a)}
+			if rs.proxies[k].arena >= 0 {
+				e.conns.names.setProxy(rs.proxies[k].arena, a)
+			}
 		}
 		if rs.pcursor >= np {
 			rs.pcursor = 0
@@ -290,6 +296,7 @@ func (e *Engine) serverSlotFor(rs int32, id string, a netip.Addr) int32 {
 	}
 	e.ctr.servers[s] = serverCounters{}
 	e.srv[s] = serverRun{idx: -1, rule: rs, pos: int32(len(rsl.servers)), gen: e.srv[s].gen}
+	e.conns.names.setServer(s, addrFromNetip(a.Unmap()))
 	rsl.servers = append(rsl.servers, serverSlot{id: id, addr: a, slot: s, live: true})
 	e.serverSlots[k] = s
 	e.layoutChanged = true

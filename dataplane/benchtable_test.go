@@ -466,8 +466,14 @@ func (w *benchWorld) snapshot(topo string) (*atomic.Pointer[rules.Snapshot], err
 			return nil, err
 		}
 	}
+	ids := map[string]uint64{}
 	snap := &atomic.Pointer[rules.Snapshot]{}
-	snap.Store(rules.Compile(&cfg, 1, func(string) uint64 { return 1 }))
+	snap.Store(rules.Compile(&cfg, 1, func(name string) uint64 { // a rule ID per rule, as ilbd gives
+		if _, ok := ids[name]; !ok {
+			ids[name] = uint64(len(ids) + 1)
+		}
+		return ids[name]
+	}))
 	return snap, nil
 }
 
