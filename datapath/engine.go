@@ -203,7 +203,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("datapath: HalfOpenTimeout %v out of range", cfg.HalfOpenTimeout)
 	}
 	if cfg.HalfOpenTimeout > 0 {
-		e.conns.halfOpenMs = uint32(max(cfg.HalfOpenTimeout.Milliseconds(), 1))
+		e.conns.halfOpenMs = uint32(min(max(cfg.HalfOpenTimeout.Milliseconds(), 1), maxConnTimeoutMs))
 	}
 	e.evict = !cfg.NoEvict
 	e.prefetchMin = prefetchMinEntries

@@ -205,7 +205,7 @@ func (e *Engine) icmpTooBig(frame []byte, p *Parsed, rslot int32) Result {
 	if p.TTL <= 1 {
 		return e.drop(gTTLExceeded, frame)
 	}
-	out, mac, rt := e.routeConn(c, dir, outDst, frame)
+	out, mac, rt := e.routeConn(c, dir, frame) // toward outDst: the server (c2s) or the client
 	if rt != routeOK {
 		if rt == routeUnresolved {
 			e.count(gDropped) // an ICMP error is not worth a hold slot

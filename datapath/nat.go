@@ -11,14 +11,10 @@ import (
 // still being resolved is rewritten all the same and held until the MAC is known.
 func (e *Engine) forwardConn(frame []byte, p *Parsed, ci int32, dir int) Result {
 	c := &e.conns.entries[ci]
-	dst := c.client
-	if dir == dirC2S {
-		dst = e.conns.names.server[c.server]
-	}
 	if p.TTL <= 1 {
 		return e.drop(gTTLExceeded, frame)
 	}
-	out, mac, rt := e.routeConn(c, dir, dst, frame)
+	out, mac, rt := e.routeConn(c, dir, frame)
 	if rt == routeNone {
 		return Result{Action: ActionDrop, Len: len(frame)}
 	}
@@ -152,12 +148,13 @@ const (
 	routeUnresolved             // the next hop's MAC is being resolved: the caller holds the packet
 )
 
-// routeConn finds the out port and next-hop MAC for a packet of c travelling in dir toward dst.
+// routeConn finds the out port and next-hop MAC for a packet of c travelling in dir: toward its
+// server or its client.
 // The next hop's neighbour slot is cached, toward the server in its server slot (every
 // connection to it shares the route), toward the client in the entry, so an established flow
 // skips the route lookup and the neighbour hash probe. Without a route the reason is counted; on
 // a neighbour miss a resolution is scheduled and the next hop noted for hold.
-func (e *Engine) routeConn(c *conn, dir int, dst addr, frame []byte) (uint16, [6]byte, routeStatus) {
+func (e *Engine) routeConn(c *conn, dir int, frame []byte) (uint16, [6]byte, routeStatus) {
 	slot, epoch := &c.nh, &c.nhEpoch
 	if dir == dirC2S {
 		run := &e.srv[c.server]
@@ -167,6 +164,10 @@ func (e *Engine) routeConn(c *conn, dir int, dst addr, frame []byte) (uint16, [6
 		if mac, ok := e.neighMAC(int(s - 1)); ok {
 			return e.neigh.slots[s-1].port, mac, routeOK
 		}
+	}
+	dst := c.client
+	if dir == dirC2S {
+		dst = e.conns.names.server[c.server]
 	}
 	out, nh, ok := e.nextHop(dst)
 	if !ok {
@@ -186,32 +187,54 @@ func (e *Engine) routeConn(c *conn, dir int, dst addr, frame []byte) (uint16, [6
 // TTL or hop limit and patches the checksums incrementally (spec §6.3), then readdresses the
 // Ethernet header to the next hop. The caller has checked TTL > 1.
 func (e *Engine) rewrite(frame []byte, p *Parsed, c *conn, dir int, out uint16, mac [6]byte) {
-	var to tuple
+	// Only what the translation changes is written: toward the server the destination (and,
+	// full NAT, the source); back toward the client the source (and, full NAT, the destination).
+	full := c.arena != 0
 	ipDelta, l4Delta := c.ipDelta, c.l4Delta
+	var srcA, dstA *addr
+	var sport, dport uint16
 	if dir == dirC2S {
-		to = e.conns.xlat(c)
+		dstA, dport = &e.conns.names.server[c.server], c.sport
+		if full {
+			srcA, sport = &e.conns.names.proxy[c.arena-1], c.nport
+		}
 	} else {
-		to = tuple{src: e.conns.names.vip[c.rule], dst: c.client, sport: c.vport, dport: c.cport}
 		ipDelta, l4Delta = ^ipDelta, ^l4Delta // undoing a change adds the complement of its delta
+		srcA, sport = &e.conns.names.vip[c.rule], c.vport
+		if full {
+			dstA, dport = &c.client, c.cport
+		}
 	}
 	if p.isV6() {
 		// No header checksum; the addresses enter the transport checksum through the
 		// pseudo-header, which l4Delta covers (csumDeltaAddr works on all 128 bits).
 		ip := IPv6(frame[p.L3Off:p.L4Off])
-		ip.SetSrc(to.src)
-		ip.SetDst(to.dst)
+		if srcA != nil {
+			ip.SetSrc(*srcA)
+		}
+		if dstA != nil {
+			ip.SetDst(*dstA)
+		}
 		ip.SetHopLimit(ip.HopLimit() - 1)
 	} else {
 		ip := IPv4(frame[p.L3Off:p.L4Off])
-		ip.SetSrc(to.src.v4())
-		ip.SetDst(to.dst.v4())
+		if srcA != nil {
+			ip.SetSrc(srcA.v4())
+		}
+		if dstA != nil {
+			ip.SetDst(dstA.v4())
+		}
 		ttlWord := ip.TTLProtoWord()
 		ip.SetTTL(ip.TTL() - 1)
 		ip.SetChecksum(csumUpdate(ip.Checksum(), csumAdd(ipDelta, csumDelta16(ttlWord, ttlWord-0x100))))
 	}
 	l4 := frame[p.L4Off:p.L3End]
-	binary.BigEndian.PutUint16(l4[l4SrcPort:], to.sport)
-	binary.BigEndian.PutUint16(l4[l4DstPort:], to.dport)
+	if srcA != nil {
+		binary.BigEndian.PutUint16(l4[l4SrcPort:], sport)
+	}
+	if dstA != nil {
+		binary.BigEndian.PutUint16(l4[l4DstPort:], dport)
+	}
 	off := l4ChecksumOffset(p.Proto)
 	sum := binary.BigEndian.Uint16(l4[off:])
 	if p.Proto == ProtoUDP {
