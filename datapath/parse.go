@@ -74,6 +74,57 @@ func (p *Parsed) isV6() bool { return p.EtherType == EtherTypeIPv6 }
 // their fate.
 func (p *Parsed) Decode(frame []byte) ParseStatus {
 	*p = Parsed{}
+	if len(frame) < plainIPv4L4 {
+		return p.decodeOther(frame)
+	}
+	switch et := Ethernet(frame).Type(); {
+	case et == EtherTypeIPv6: // untagged IPv6: straight to its parser
+		p.EtherType, p.L3Off = EtherTypeIPv6, EthernetHeaderSize
+		return p.decodeIPv6(frame, EthernetHeaderSize)
+	case et != EtherTypeIPv4 || frame[EthernetHeaderSize] != ipv4Plain:
+		return p.decodeOther(frame)
+	}
+	// Untagged IPv4 without options, the forwarding fast path: the same checks as decodeIPv4
+	// with IHL 5, straight-line, on a fixed-size view of the header.
+	p.EtherType, p.L3Off = EtherTypeIPv4, EthernetHeaderSize
+	h := (*[IPv4MinSize]byte)(frame[EthernetHeaderSize:plainIPv4L4])
+	ip := IPv4(h[:])
+	tl := ip.TotalLen()
+	if tl < IPv4MinSize || tl > len(frame)-EthernetHeaderSize {
+		return ParseBadIPv4
+	}
+	if !ipv4Header20Valid(h) {
+		return ParseBadIPv4Checksum
+	}
+	p.Proto = ip.Protocol()
+	p.TTL = ip.TTL()
+	p.src = addrFrom4(ip.Src())
+	p.dst = addrFrom4(ip.Dst())
+	end := EthernetHeaderSize + tl
+	p.IPLen, p.L4Off, p.L3End = tl, plainIPv4L4, end
+	if ip.IsFragment() {
+		p.Fragment = true // see decodeIPv4
+		return ParseOK
+	}
+	switch l4 := frame[plainIPv4L4:end]; p.Proto {
+	case ProtoTCP:
+		return p.decodeTCP(l4)
+	case ProtoUDP:
+		return p.decodeUDP(l4, false)
+	}
+	return p.decodeL4(frame, ProtoICMP)
+}
+
+// Offsets of the fast path: the version/IHL byte of an IPv4 header without options, and where
+// its transport header starts in an untagged frame.
+const (
+	ipv4Plain   = 4<<4 | IPv4MinSize/4
+	plainIPv4L4 = EthernetHeaderSize + IPv4MinSize
+)
+
+// decodeOther is Decode for every frame but an untagged IPv4 one without options: the Ethernet
+// header, an 802.1Q tag, then ARP, IPv4 with options (or malformed) or IPv6.
+func (p *Parsed) decodeOther(frame []byte) ParseStatus {
 	if len(frame) < EthernetHeaderSize {
 		return ParseShortEthernet
 	}
@@ -135,12 +186,16 @@ func (p *Parsed) decodeIPv4(frame []byte, off int) ParseStatus {
 // decodeIPv6 parses the IPv6 fixed header at off, skips hop-by-hop and destination options
 // headers, and parses the TCP, UDP or ICMPv6 header after them.
 func (p *Parsed) decodeIPv6(frame []byte, off int) ParseStatus {
-	ip := IPv6(frame[off:])
-	if len(ip) < IPv6HeaderSize || ip.Version() != 6 {
+	pkt := frame[off:]
+	if len(pkt) < IPv6HeaderSize {
+		return ParseBadIPv6
+	}
+	ip := IPv6((*[IPv6HeaderSize]byte)(pkt)[:])
+	if ip.Version() != 6 {
 		return ParseBadIPv6
 	}
 	tl := IPv6HeaderSize + ip.PayloadLen()
-	if tl > len(ip) {
+	if tl > len(pkt) {
 		return ParseBadIPv6 // a jumbogram (payload length 0 with a jumbo option) is rejected later, as too short
 	}
 	p.TTL = ip.HopLimit()
@@ -150,6 +205,14 @@ func (p *Parsed) decodeIPv6(frame []byte, off int) ParseStatus {
 	p.L3End = off + tl
 	nh := ip.NextHeader()
 	l4 := off + IPv6HeaderSize
+	switch nh { // no extension headers, the common case: the transport header follows at once
+	case ProtoTCP:
+		p.Proto, p.L4Off = nh, l4
+		return p.decodeTCP(pkt[IPv6HeaderSize:tl])
+	case ProtoUDP:
+		p.Proto, p.L4Off = nh, l4
+		return p.decodeUDP(pkt[IPv6HeaderSize:tl], true)
+	}
 	for k := 0; nh == ipv6HopByHop || nh == ipv6DestOpts; k++ {
 		// Hop-by-hop must come first (RFC 8200 §4.1); more than a few options headers is an attack.
 		if (nh == ipv6HopByHop && k > 0) || k == maxIPv6ExtHeaders || l4+8 > p.L3End {
@@ -184,31 +247,43 @@ func (p *Parsed) decodeL4(frame []byte, icmp uint8) ParseStatus {
 	l4 := frame[p.L4Off:p.L3End]
 	switch p.Proto {
 	case ProtoTCP:
-		if len(l4) < TCPMinSize {
-			return ParseBadL4
-		}
-		t := TCP(l4)
-		if hl := t.HeaderLen(); hl < TCPMinSize || hl > len(l4) {
-			return ParseBadL4
-		}
-		p.SrcPort, p.DstPort, p.TCPFlags = t.SrcPort(), t.DstPort(), t.Flags()
+		return p.decodeTCP(l4)
 	case ProtoUDP:
-		if len(l4) < UDPSize {
-			return ParseBadL4
-		}
-		u := UDP(l4)
-		if ul := u.Length(); ul < UDPSize || ul > len(l4) {
-			return ParseBadL4
-		}
-		if icmp == ProtoICMPv6 && u.Checksum() == 0 {
-			return ParseBadL4 // the UDP checksum is mandatory in IPv6 (RFC 8200 §8.1)
-		}
-		p.SrcPort, p.DstPort = u.SrcPort(), u.DstPort()
+		return p.decodeUDP(l4, icmp == ProtoICMPv6)
 	case icmp:
 		if len(l4) < ICMPHeaderSize {
 			return ParseBadL4
 		}
 		p.ICMPType, p.ICMPCode = ICMP(l4).Type(), ICMP(l4).Code()
 	}
+	return ParseOK
+}
+
+// decodeTCP parses the TCP header at the start of l4, the IP payload; small enough to inline.
+func (p *Parsed) decodeTCP(l4 []byte) ParseStatus {
+	if len(l4) < TCPMinSize {
+		return ParseBadL4
+	}
+	t := TCP((*[TCPMinSize]byte)(l4)[:])
+	if hl := t.HeaderLen(); hl < TCPMinSize || hl > len(l4) {
+		return ParseBadL4
+	}
+	p.SrcPort, p.DstPort, p.TCPFlags = t.SrcPort(), t.DstPort(), t.Flags()
+	return ParseOK
+}
+
+// decodeUDP parses the UDP header at the start of l4, the IP payload; small enough to inline.
+func (p *Parsed) decodeUDP(l4 []byte, v6 bool) ParseStatus {
+	if len(l4) < UDPSize {
+		return ParseBadL4
+	}
+	u := UDP((*[UDPSize]byte)(l4)[:])
+	if ul := u.Length(); ul < UDPSize || ul > len(l4) {
+		return ParseBadL4
+	}
+	if v6 && u.Checksum() == 0 {
+		return ParseBadL4 // the UDP checksum is mandatory in IPv6 (RFC 8200 §8.1)
+	}
+	p.SrcPort, p.DstPort = u.SrcPort(), u.DstPort()
 	return ParseOK
 }

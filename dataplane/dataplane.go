@@ -439,14 +439,15 @@ func (dp *Dataplane) poll(w *worker, now int64) int {
 		n := io.Run(port, q, q)
 		got += n
 		rx += uint64(n)
+		burst := io.Received() // one read of the count, no per-packet bounds checks
 		if n > 1 && eng.Prefetching() {
-			for i := 0; i < n; i++ {
-				w.frames[i] = io.Rx(i).Room()
+			for i, m := range burst {
+				w.frames[i] = m.Room()
 			}
 			eng.PrefetchBurst(w.frames[:n])
 		}
-		for i := 0; i < n; i++ {
-			dp.handle(w, io.Rx(i), uint16(p), false)
+		for _, m := range burst {
+			dp.handle(w, m, uint16(p), false)
 		}
 		if w.index != 0 || dp.taps[p] == noTap {
 			continue
@@ -541,11 +542,11 @@ func (dp *Dataplane) pollRings(w *worker) int {
 // another worker's ring, to its owner.
 func (dp *Dataplane) handle(w *worker, m *dpdk.Mbuf, p uint16, handedOff bool) {
 	io := w.io
-	if m.Segs() != 1 {
+	frame, segs := m.Frame()
+	if segs != 1 {
 		io.Drop(m) // jumbo/scattered frames are not supported
 		return
 	}
-	frame := m.Room()
 	if !handedOff && len(dp.learn) > 1 && datapath.IsNeighbourFrame(frame) {
 		dp.copyNeighbour(w, frame, p)
 	}
@@ -557,7 +558,9 @@ func (dp *Dataplane) handle(w *worker, m *dpdk.Mbuf, p uint16, handedOff bool) {
 	}
 	switch r.Action {
 	case datapath.ActionForward:
-		m.SetLen(r.Len)
+		if r.Len != len(frame) { // most keep their length, and pkt_len = data_len in one segment
+			m.SetLen(r.Len)
+		}
 		if int(r.Port) < len(dp.ports) && io.Tx(int(dp.ports[r.Port]), m) {
 			w.tx++
 			return

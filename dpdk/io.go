@@ -93,12 +93,19 @@ func (io *IO) Tx(port int, m *Mbuf) bool {
 		return false
 	}
 	l := &io.tx[port]
-	if l.n >= TxListCap {
+	n := l.n
+	if n >= TxListCap {
 		return false
 	}
-	l.pkts[l.n] = (*C.struct_rte_mbuf)(unsafe.Pointer(m))
-	l.n++
+	putMbuf(&l.pkts[n], m)
+	l.n = n + 1
 	return true
+}
+
+// putMbuf stores m in a slot of a C array as a plain word: C memory is never scanned by the
+// garbage collector, so the write barrier Go emits for a pointer store would be wasted.
+func putMbuf(slot **C.struct_rte_mbuf, m *Mbuf) {
+	*(*uintptr)(unsafe.Pointer(slot)) = uintptr(unsafe.Pointer(m))
 }
 
 // Pending returns the number of mbufs queued for port.
@@ -113,12 +120,14 @@ func (io *IO) Pending(port int) int {
 // flushed first with one extra cgo call.
 func (io *IO) Drop(m *Mbuf) {
 	c := io.c
-	if c.ndrop >= C.LB_DROP_MAX {
-		C.lb_free_bulk(&c.drop[0], C.uint(c.ndrop))
-		c.ndrop = 0
+	if n := c.ndrop; n < C.LB_DROP_MAX {
+		putMbuf(&c.drop[n], m)
+		c.ndrop = n + 1
+		return
 	}
-	c.drop[c.ndrop] = (*C.struct_rte_mbuf)(unsafe.Pointer(m))
-	c.ndrop++
+	C.lb_free_bulk(&c.drop[0], C.uint(c.ndrop))
+	putMbuf(&c.drop[0], m)
+	c.ndrop = 1
 }
 
 // TxDropped returns how many packets the ports refused (and Run freed)

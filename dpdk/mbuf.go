@@ -43,10 +43,20 @@ func (m *Mbuf) Data() []byte {
 // (len = data_len, cap = data_len + tailroom), so a frame can grow in place
 // with SetLen. Same validity as Data.
 func (m *Mbuf) Room() []byte {
-	off := *m.u16(offDataOff)
-	s := unsafe.Slice((*byte)(unsafe.Add(m.buf(), off)), *m.u16(offBufLen)-off)
-	return s[:*m.u16(offDataLen)]
+	frame, _ := m.Frame()
+	return frame
 }
+
+// Frame returns Room and Segs together, reading each mbuf field once: what a worker needs of a
+// received mbuf. The frame is meaningful only when segs is 1.
+func (m *Mbuf) Frame() (frame []byte, segs int) {
+	off, dl, bl := int(*m.u16(offDataOff)), int(*m.u16(offDataLen)), int(*m.u16(offBufLen))
+	return (*mbufBuffer)(m.buf())[off : off+dl : bl], int(*m.u16(offNbSegs))
+}
+
+// mbufBuffer types an mbuf's buffer for slicing: buf_len is a uint16, so every buffer fits, and
+// slicing it checks data_off+data_len <= buf_len once, where unsafe.Slice would check more.
+type mbufBuffer [1 << 16]byte
 
 // Len returns the data length of the (first) segment.
 func (m *Mbuf) Len() int { return int(*m.u16(offDataLen)) }
