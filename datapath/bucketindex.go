@@ -1,6 +1,9 @@
 package datapath
 
-import "unsafe"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // A bucketised cuckoo index in the style of DPDK's rte_hash and VPP's bihash, shared by the
 // connection and persistence tables: a power-of-two array of 64-byte buckets, each one cache line
@@ -92,13 +95,39 @@ func (x *bucketIndex) alt(b uint32, tag uint16) uint32 {
 	return b ^ d
 }
 
+// Lane arithmetic for matching a bucket's tags four at a time (SWAR): one compare per word
+// instead of a branch per slot, whose outcome a lookup at random flows cannot predict.
+const (
+	lanes16 = 0x0001000100010001
+	low15   = 0x7fff7fff7fff7fff
+	high1   = 0x8000800080008000
+)
+
+// zeroLanes returns the high bit of every 16-bit lane of v that is zero (exact: no borrow
+// between lanes).
+func zeroLanes(v uint64) uint64 { return ^((v&low15 + low15) | v | low15) }
+
+// match returns a mask of bk's slots whose tag is tag (bit s for slot s); tag 0 gives the
+// empty slots.
+func (bk *indexBucket) match(tag uint16) uint32 {
+	t := &bk.tags
+	b := uint64(tag) * lanes16
+	w0 := uint64(t[0]) | uint64(t[1])<<16 | uint64(t[2])<<32 | uint64(t[3])<<48
+	w1 := uint64(t[4]) | uint64(t[5])<<16 | uint64(t[6])<<32 | uint64(t[7])<<48
+	w2 := uint64(t[8]) | uint64(t[9])<<16
+	return gatherLanes(zeroLanes(w0^b)) | gatherLanes(zeroLanes(w1^b))<<4 | gatherLanes(zeroLanes((w2^b)|0xffffffff<<32))<<8
+}
+
+// gatherLanes packs the high bits of z's four lanes (bits 15, 31, 47, 63) into bits 0–3: moved
+// to bits 0, 16, 32, 48, one multiply adds them into bits 48–51 without carries.
+func gatherLanes(z uint64) uint32 {
+	return uint32((z >> 15 & lanes16) * (1<<48 | 2<<32 | 4<<16 | 8) >> 48)
+}
+
 // freeSlot returns the first empty slot of bucket b, or -1.
 func (x *bucketIndex) freeSlot(b uint32) int {
-	bk := &x.buckets[b]
-	for s, t := range bk.tags {
-		if t == 0 {
-			return s
-		}
+	if m := x.buckets[b].match(0); m != 0 {
+		return bits.TrailingZeros32(m)
 	}
 	return -1
 }
@@ -191,8 +220,8 @@ func (x *bucketIndex) unplace(h uint64, ref uint32) {
 // take clears the slot of bucket b holding (tag, ref), if there is one.
 func (x *bucketIndex) take(b uint32, tag uint16, ref uint32) bool {
 	bk := &x.buckets[b]
-	for s, t := range bk.tags {
-		if t == tag && bk.refs[s] == ref {
+	for m := bk.match(tag); m != 0; m &= m - 1 {
+		if s := bits.TrailingZeros32(m); bk.refs[s] == ref {
 			bk.tags[s], bk.refs[s] = 0, 0
 			x.keys--
 			return true

@@ -246,11 +246,8 @@ func (t *connTable) lookup(src, dst addr, sport, dport uint16, proto uint8, h ui
 // scan looks for the key in bucket b: tags first, the entry only where the tag matches.
 func (t *connTable) scan(b uint32, tag uint16, src, dst addr, sport, dport uint16, proto uint8) (int32, int) {
 	bk := &t.index.buckets[b]
-	for s, tg := range bk.tags {
-		if tg != tag {
-			continue
-		}
-		r := connRef(bk.refs[s])
+	for m := bk.match(tag); m != 0; m &= m - 1 {
+		r := connRef(bk.refs[bits.TrailingZeros32(m)])
 		ci := r.entry()
 		c := &t.entries[ci]
 		if c.proto != proto {
@@ -529,7 +526,30 @@ func (e *Engine) evictHalfOpen() bool {
 	}
 	e.removeConn(i)
 	e.count(gHalfOpenEvicted)
+	e.conns.warmVictims()
 	return true
+}
+
+// warmVictims prepares the next evictions from the head of the half-open list: it prefetches
+// the index buckets of the next victim's keys (its entry was warmed by the previous call) and
+// the entry and metadata of the one after. A flood evicts one entry per SYN, and an eviction
+// would otherwise wait for four or five cold lines one after another.
+func (t *connTable) warmVictims() {
+	v := t.hoHead
+	if v < 0 {
+		return
+	}
+	c := &t.entries[v]
+	o, x := t.orig(c), t.xlat(c)
+	b1, _ := t.index.home(t.hash(o.src, o.dst, o.sport, o.dport, c.proto))
+	b2, _ := t.index.home(t.hash(x.dst, x.src, x.dport, x.sport, c.proto))
+	lines := [4]uintptr{uintptr(unsafe.Pointer(&t.index.buckets[b1])), uintptr(unsafe.Pointer(&t.index.buckets[b2]))}
+	k := 2
+	if n := t.meta[v].next; n >= 0 {
+		lines[2], lines[3] = uintptr(unsafe.Pointer(&t.entries[n])), uintptr(unsafe.Pointer(&t.meta[n]))
+		k = 4
+	}
+	prefetchLines(&lines[0], k)
 }
 
 // natEvictScan bounds how far down the half-open list a full-NAT connection looks for an entry

@@ -429,3 +429,35 @@ func benchLookup(b *testing.B, n int) {
 		})
 	}
 }
+
+// A bucket's tag match finds exactly the slots holding the tag, wherever they are, and tag 0
+// finds the empty slots.
+func TestBucketMatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := 0; n < 20000; n++ {
+		var bk indexBucket
+		for s := range bk.tags {
+			switch rng.IntN(4) {
+			case 0: // empty
+			case 1:
+				bk.tags[s] = 0x8001 // shares the high bit with the probe below
+			default:
+				bk.tags[s] = uint16(rng.IntN(1 << 16))
+			}
+		}
+		for s := range bk.refs {
+			bk.refs[s] = rng.Uint32() // what follows the tags in memory must never match
+		}
+		for _, tag := range []uint16{0, 0x8001, 0x0001, bk.tags[rng.IntN(bucketSlots)], uint16(rng.IntN(1 << 16))} {
+			var want uint32
+			for s, tg := range bk.tags {
+				if tg == tag {
+					want |= 1 << s
+				}
+			}
+			if got := bk.match(tag); got != want {
+				t.Fatalf("tags %x, match(%#x) = %b, want %b", bk.tags, tag, got, want)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unsafe"
 )
 
@@ -56,16 +57,10 @@ func (e *Engine) PrefetchBurst(frames [][]byte) {
 		}
 		b, tag := t.index.home(pf.hash[i])
 		bk := &t.index.buckets[b]
-		found := false
-		for s, tg := range bk.tags {
-			if tg == tag {
-				pf.lines[k] = uintptr(unsafe.Pointer(&t.entries[connRef(bk.refs[s]).entry()])) // one line
-				k++
-				found = true
-				break
-			}
-		}
-		if !found { // a new flow, or a key displaced to its alternate bucket: the lookup reads that next
+		if m := bk.match(tag); m != 0 {
+			pf.lines[k] = uintptr(unsafe.Pointer(&t.entries[connRef(bk.refs[bits.TrailingZeros32(m)]).entry()])) // one line
+			k++
+		} else { // a new flow, or a key displaced to its alternate bucket: the lookup reads that next
 			pf.lines[k] = uintptr(unsafe.Pointer(&t.index.buckets[t.index.alt(b, tag)]))
 			k++
 		}

@@ -77,11 +77,10 @@ func (t *stickyTable) lookup(rule uint64, k addr, h uint64) int32 {
 // scan looks for (rule, k) in bucket b: tags first, the entry only where the tag matches.
 func (t *stickyTable) scan(b uint32, tag uint16, rule uint64, k addr) int32 {
 	bk := &t.index.buckets[b]
-	for s, tg := range bk.tags {
-		if tg == tag {
-			if e := &t.entries[bk.refs[s]]; e.key == k && e.ruleID == rule {
-				return int32(bk.refs[s])
-			}
+	for m := bk.match(tag); m != 0; m &= m - 1 {
+		r := bk.refs[bits.TrailingZeros32(m)]
+		if e := &t.entries[r]; e.key == k && e.ruleID == rule {
+			return int32(r)
 		}
 	}
 	return -1
