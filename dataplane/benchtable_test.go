@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -600,6 +599,9 @@ func runBenchSpec(v string, res *benchResult) error {
 	if dir == "" {
 		return fmt.Errorf("%s is not set", envBenchDir)
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	w := newBenchWorld(spec.Family == "ipv6")
 	snap, err := w.snapshot(spec.Topo)
 	if err != nil {
@@ -743,9 +745,9 @@ func runBenchSpec(v string, res *benchResult) error {
 	}
 	dp.indexPorts()
 
-	// The measured run: nothing may allocate; the collector stays out of the way.
+	// The measured run allocates nothing, so the collector (left on, as in ilbd) has no reason
+	// to run; one collection first clears the set-up's garbage.
 	runtime.GC()
-	debug.SetGCPercent(-1)
 	secs := 2.0
 	if s, err := strconv.ParseFloat(os.Getenv(envBenchSeconds), 64); err == nil && s > 0 {
 		secs = s
