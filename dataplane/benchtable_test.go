@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log"
 	"math"
 	"net/netip"
@@ -158,28 +159,39 @@ func TestBenchTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dpdk-testpmd not found (apt-get install dpdk): %v", err)
 	}
+	var cases []benchSpec
+	for _, spec := range benchTableCases() {
+		if only := os.Getenv(envBenchOnly); only == "" || strings.Contains(spec.String(), only) {
+			cases = append(cases, spec)
+		}
+	}
+	start := time.Now()
+	n := runBenchTable(t, testpmd, cases, out, os.Stdout)
+	fmt.Printf("wrote %s (%d rows) in %s\n", out, n, time.Since(start).Round(time.Second))
+}
+
+// benchCSVHeader is the first line of bin/bench.csv.
+const benchCSVHeader = "case,topology,family,flows,workers,mpps,ns_per_pkt,testpmd_mpps,ratio,conn_per_s,bytes_per_conn,p50_us,p99_us,p999_us"
+
+// runBenchTable runs cases, and testpmd io and macswap on each distinct capture, prints the
+// table on tty and writes the CSV to out; it returns the number of rows.
+func runBenchTable(t *testing.T, testpmd string, cases []benchSpec, out string, tty io.Writer) int {
 	dir, err := os.MkdirTemp("", "ilbbench")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-
 	type row struct {
 		spec       benchSpec
 		res        benchResult
 		macswap    float64
 		isTestpmd  bool
 		mode       string
-		inputSpecs benchSpec
 	}
 	var rows []row
 	macswap := map[string]float64{} // input → testpmd macswap Mpps
-	only := os.Getenv(envBenchOnly)
 	start := time.Now()
-	for _, spec := range benchTableCases() {
-		if only != "" && !strings.Contains(spec.String(), only) {
-			continue
-		}
+	for _, spec := range cases {
 		res := runBenchCase(t, spec, dir)
 		t.Logf("%-40s %6.2f Mpps  (%s elapsed)", spec, res.Mpps, time.Since(start).Round(time.Second))
 		if res.Err != "" {
@@ -203,8 +215,8 @@ func TestBenchTable(t *testing.T) {
 	}
 
 	var csv bytes.Buffer
-	csv.WriteString("case,topology,family,flows,workers,mpps,ns_per_pkt,testpmd_mpps,ratio,conn_per_s,bytes_per_conn,p50_us,p99_us,p999_us\n")
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	csv.WriteString(benchCSVHeader + "\n")
+	tw := tabwriter.NewWriter(tty, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "case\ttopology\tfamily\tflows\tworkers\tMpps\tns/pkt\ttestpmd\tratio\tconn/s\tB/conn\tp50 µs\tp99 µs\tp99.9 µs\t")
 	num := func(v float64, prec int) string {
 		if v == 0 || math.IsNaN(v) {
@@ -240,13 +252,13 @@ func TestBenchTable(t *testing.T) {
 	if err := os.Rename(tmp, out); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("wrote %s (%d rows) in %s\n", out, len(rows), time.Since(start).Round(time.Second))
+	return len(rows)
 }
 
-// TestBenchTableSmoke runs the table's machinery on small cases, as make bench would: a case
-// in its own process on DPDK, and testpmd on its capture. The figures are not checked (this
-// is not a benchmark), only that every part measured something and the worker forwarded
-// every frame it received.
+// TestBenchTableSmoke runs the table's machinery on small cases, as make bench does: each case
+// in its own process on DPDK, testpmd on its capture, the CSV. The figures are not judged (this
+// is not a benchmark), only that every column is there and measured, and that the worker
+// forwarded every frame it received (a case fails otherwise).
 func TestBenchTableSmoke(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (DPDK in a child process)")
@@ -255,27 +267,56 @@ func TestBenchTableSmoke(t *testing.T) {
 	if err != nil {
 		t.Skip("dpdk-testpmd is not installed (apt-get install dpdk)")
 	}
-	dir := t.TempDir()
 	t.Setenv(envBenchSeconds, "0.3")
-	for _, spec := range []benchSpec{{"established", "full-nat", "ipv4", 10000, 1}, {"reply", "half-nat", "ipv6", 1000, 1},
-		{"new", "half-nat", "ipv4", 1000000, 1}} {
-		res := runBenchCase(t, spec, dir)
-		if res.Err != "" {
-			t.Fatalf("%s: %s", spec, res.Err)
-		}
-		if res.Mpps <= 0 || res.BytesPerConn <= 0 || res.P50 <= 0 || res.P99 < res.P50 || len(res.Inputs) != 1 {
-			t.Errorf("%s: %+v", spec, res)
-		}
-		if spec.Case == "new" && res.ConnPerSec <= 0 {
-			t.Errorf("%s: no connection rate: %+v", spec, res)
-		}
-		t.Logf("%s: %.2f Mpps, %.0f conn/s, %.1f B/conn, p99 %.1f µs", spec, res.Mpps, res.ConnPerSec, res.BytesPerConn, res.P99)
+	out := filepath.Join(t.TempDir(), "bench.csv")
+	var tty bytes.Buffer
+	cases := []benchSpec{{"established", "full-nat", "ipv4", 10000, 1}, {"new", "half-nat", "ipv4", 1000000, 1}}
+	if n := runBenchTable(t, testpmd, cases, out, &tty); n != 6 {
+		t.Fatalf("%d rows, want 2 cases and testpmd's two modes on each capture:\n%s", n, tty.String())
 	}
-	mpps, err := runTestpmd(testpmd, "macswap", []string{filepath.Join(dir, benchSpec{"established", "", "ipv4", 10000, 1}.input()+"-q0.pcap")})
-	if err != nil || mpps <= 0 {
-		t.Fatalf("testpmd: %v Mpps, %v", mpps, err)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("testpmd macswap: %.2f Mpps", mpps)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if lines[0] != benchCSVHeader {
+		t.Fatalf("header %q", lines[0])
+	}
+	rows := map[string][]string{}
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		if len(f) != 14 {
+			t.Fatalf("row %q has %d fields", l, len(f))
+		}
+		rows[f[0]+"/"+f[1]] = f
+	}
+	num := func(row []string, col int) float64 {
+		v, err := strconv.ParseFloat(row[col], 64)
+		if err != nil || v <= 0 {
+			t.Fatalf("row %v: column %d is %q", row, col, row[col])
+		}
+		return v
+	}
+	est, nw, tpmd := rows["established/full-nat"], rows["new/half-nat"], rows["testpmd-macswap/"]
+	if est == nil || nw == nil || tpmd == nil || rows["testpmd-io/"] == nil {
+		t.Fatalf("rows missing:\n%s", b)
+	}
+	if r := num(est, 5) / num(est, 7); math.Abs(r-num(est, 8)) > 0.002 {
+		t.Errorf("ratio %v, want mpps/testpmd_mpps = %.3f", est[8], r)
+	}
+	num(est, 10) // bytes per connection
+	if p50, p99 := num(est, 11), num(est, 12); p99 < p50 {
+		t.Errorf("p99 %v below p50 %v", p99, p50)
+	}
+	num(nw, 9) // connections per second
+	num(tpmd, 5)
+	t.Logf("\n%s", tty.String())
+
+	// A reply case: the servers' side of established flows, captured after the handshakes.
+	res := runBenchCase(t, benchSpec{"reply", "half-nat", "ipv6", 1000, 1}, t.TempDir())
+	if res.Err != "" || res.Mpps <= 0 {
+		t.Fatalf("reply case: %+v", res)
+	}
 }
 
 // runBenchCase runs one case in a child process and returns what it reported.
