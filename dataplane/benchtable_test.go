@@ -182,11 +182,11 @@ func runBenchTable(t *testing.T, testpmd string, cases []benchSpec, out string, 
 	}
 	defer os.RemoveAll(dir)
 	type row struct {
-		spec       benchSpec
-		res        benchResult
-		macswap    float64
-		isTestpmd  bool
-		mode       string
+		spec      benchSpec
+		res       benchResult
+		macswap   float64
+		isTestpmd bool
+		mode      string
 	}
 	var rows []row
 	macswap := map[string]float64{} // input → testpmd macswap Mpps
