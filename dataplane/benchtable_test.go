@@ -141,6 +141,7 @@ type benchResult struct {
 	BytesPerConn float64
 	P50, P99     float64 // µs, rx burst start to tx burst end, at half the measured rate
 	P999         float64
+	GCs          uint32 // garbage collections during the measured run (none expected: nothing allocates)
 	Err          string
 }
 
@@ -196,6 +197,9 @@ func runBenchTable(t *testing.T, testpmd string, cases []benchSpec, out string, 
 		t.Logf("%-40s %6.2f Mpps  (%s elapsed)", spec, res.Mpps, time.Since(start).Round(time.Second))
 		if res.Err != "" {
 			t.Errorf("%s: %s", spec, res.Err)
+		}
+		if res.GCs != 0 {
+			t.Logf("%s: %d garbage collections during the measured run", spec, res.GCs)
 		}
 		in := spec.input()
 		if _, done := macswap[in]; !done && len(res.Inputs) > 0 {
@@ -803,7 +807,11 @@ func runBenchSpec(v string, res *benchResult) error {
 		pprof.StartCPUProfile(f)
 		defer f.Close()
 	}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	rx, elapsed := runBenchWorkers(dp, time.Duration(secs*float64(time.Second)), 0)
+	runtime.ReadMemStats(&ms1)
+	res.GCs = ms1.NumGC - ms0.NumGC
 	if os.Getenv(envBenchProfile) != "" {
 		pprof.StopCPUProfile()
 	}
