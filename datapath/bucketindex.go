@@ -13,7 +13,9 @@ import (
 // only when the key is not there, the alternate; tags are compared first, the entry only on a
 // tag match. Insertion fills the home bucket first, then the alternate, then makes room by a
 // bounded breadth-first search for a chain of moves (cuckoo displacement). Removal clears one
-// slot: no tombstones, nothing for later lookups to step over.
+// slot: no tombstones, nothing for later lookups to step over. Each bucket counts the keys of
+// its own that sit in their alternate, so a key that is not at home is known absent when that
+// count is 0: a miss (every new flow) reads one bucket, not two.
 
 // bucketSlots is the number of slots in a bucket: 10 × (2-byte tag + 4-byte ref) + 4 bytes of
 // padding fill one 64-byte cache line.
@@ -33,10 +35,20 @@ const cuckooQueueLen = 128
 
 // indexBucket is one cache line of slots.
 type indexBucket struct {
-	tags [bucketSlots]uint16 // a key's tag (never 0); 0 marks an empty slot
-	refs [bucketSlots]uint32 // what the table stores for the key; meaningless in an empty slot
-	_    [4]byte             // to 64 bytes
+	// tags holds each key's 15-bit tag (never 0), with tagInAlt set when the key sits in its
+	// alternate bucket; 0 marks an empty slot.
+	tags  [bucketSlots]uint16
+	refs  [bucketSlots]uint32 // what the table stores for the key; meaningless in an empty slot
+	spill uint16              // keys whose home is this bucket that sit in their alternate
+	_     [2]byte             // to 64 bytes
 }
+
+// tagInAlt marks a stored tag whose key is in its alternate bucket; the tag proper is the
+// other 15 bits.
+const (
+	tagInAlt = 0x8000
+	tagBits  = 0x7fff
+)
 
 // cuckooNode is a bucket reached by a displacement search: the key in slot of the parent node's
 // bucket can move here. The two candidate buckets of the key being placed have parent -1.
@@ -77,7 +89,7 @@ func (x *bucketIndex) bytes() int {
 
 // home returns a key's home bucket and its tag, from independent bits of its 64-bit hash.
 func (x *bucketIndex) home(h uint64) (uint32, uint16) {
-	tag := uint16(h >> 48)
+	tag := uint16(h>>48) & tagBits
 	if tag == 0 {
 		tag = 1 // 0 marks empty slots
 	}
@@ -87,7 +99,7 @@ func (x *bucketIndex) home(h uint64) (uint32, uint16) {
 // alt returns the other candidate bucket of a key with this tag in bucket b. It is symmetric
 // (alt(alt(b)) = b) and, with two buckets or more, never b itself.
 func (x *bucketIndex) alt(b uint32, tag uint16) uint32 {
-	m := uint32(tag) * 0x9e3779b1 // spread the tag over the bucket number's bits
+	m := uint32(tag&tagBits) * 0x9e3779b1 // spread the tag over the bucket number's bits
 	d := (m ^ m>>16) & x.mask
 	if d == 0 {
 		d = 1 & x.mask
@@ -100,21 +112,20 @@ func (x *bucketIndex) alt(b uint32, tag uint16) uint32 {
 const (
 	lanes16 = 0x0001000100010001
 	low15   = 0x7fff7fff7fff7fff
-	high1   = 0x8000800080008000
 )
 
 // zeroLanes returns the high bit of every 16-bit lane of v that is zero (exact: no borrow
 // between lanes).
 func zeroLanes(v uint64) uint64 { return ^((v&low15 + low15) | v | low15) }
 
-// match returns a mask of bk's slots whose tag is tag (bit s for slot s); tag 0 gives the
-// empty slots.
+// match returns a mask of bk's slots whose tag is tag (bit s for slot s), wherever the keys'
+// homes are; tag 0 gives the empty slots.
 func (bk *indexBucket) match(tag uint16) uint32 {
 	t := &bk.tags
 	b := uint64(tag) * lanes16
-	w0 := uint64(t[0]) | uint64(t[1])<<16 | uint64(t[2])<<32 | uint64(t[3])<<48
-	w1 := uint64(t[4]) | uint64(t[5])<<16 | uint64(t[6])<<32 | uint64(t[7])<<48
-	w2 := uint64(t[8]) | uint64(t[9])<<16
+	w0 := (uint64(t[0]) | uint64(t[1])<<16 | uint64(t[2])<<32 | uint64(t[3])<<48) & low15
+	w1 := (uint64(t[4]) | uint64(t[5])<<16 | uint64(t[6])<<32 | uint64(t[7])<<48) & low15
+	w2 := (uint64(t[8]) | uint64(t[9])<<16) & low15
 	return gatherLanes(zeroLanes(w0^b)) | gatherLanes(zeroLanes(w1^b))<<4 | gatherLanes(zeroLanes((w2^b)|0xffffffff<<32))<<8
 }
 
@@ -145,6 +156,10 @@ func (x *bucketIndex) place(h uint64, ref uint32) bool {
 				return false
 			}
 		}
+	}
+	if b != b1 {
+		tag |= tagInAlt
+		x.buckets[b1].spill++
 	}
 	x.buckets[b].tags[s], x.buckets[b].refs[s] = tag, ref
 	x.keys++
@@ -200,7 +215,13 @@ func (x *bucketIndex) shift(nd cuckooNode, free int) (uint32, int) {
 	for nd.parent >= 0 {
 		from := &x.buckets[x.queue[nd.parent].bucket]
 		to := &x.buckets[nd.bucket]
-		to.tags[free], to.refs[free] = from.tags[nd.slot], from.refs[nd.slot]
+		t := from.tags[nd.slot]
+		if t&tagInAlt == 0 { // leaves its home for its alternate
+			from.spill++
+		} else { // goes back home
+			to.spill--
+		}
+		to.tags[free], to.refs[free] = t^tagInAlt, from.refs[nd.slot]
 		from.tags[nd.slot] = 0
 		free = int(nd.slot)
 		nd = x.queue[nd.parent]
@@ -212,7 +233,7 @@ func (x *bucketIndex) shift(nd cuckooNode, free int) (uint32, int) {
 // unplace removes the key with hash h and reference ref; a key not there is ignored.
 func (x *bucketIndex) unplace(h uint64, ref uint32) {
 	b1, tag := x.home(h)
-	if !x.take(b1, tag, ref) {
+	if !x.take(b1, tag, ref) && x.buckets[b1].spill != 0 {
 		x.take(x.alt(b1, tag), tag, ref)
 	}
 }
@@ -222,6 +243,9 @@ func (x *bucketIndex) take(b uint32, tag uint16, ref uint32) bool {
 	bk := &x.buckets[b]
 	for m := bk.match(tag); m != 0; m &= m - 1 {
 		if s := bits.TrailingZeros32(m); bk.refs[s] == ref {
+			if bk.tags[s]&tagInAlt != 0 {
+				x.buckets[x.alt(b, tag)].spill--
+			}
 			bk.tags[s], bk.refs[s] = 0, 0
 			x.keys--
 			return true

@@ -237,7 +237,7 @@ func (t *connTable) lookup(src, dst addr, sport, dport uint16, proto uint8, h ui
 	if ci, dir := t.scan(b, tag, src, dst, sport, dport, proto); ci >= 0 {
 		return ci, dir
 	}
-	if b2 := t.index.alt(b, tag); b2 != b {
+	if b2 := t.index.alt(b, tag); b2 != b && t.index.buckets[b].spill != 0 { // else the key is not in its alternate
 		return t.scan(b2, tag, src, dst, sport, dport, proto)
 	}
 	return -1, 0

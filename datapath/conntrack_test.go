@@ -123,6 +123,7 @@ func TestConnTableAgainstModel(t *testing.T) {
 func checkConnIndex(tb testing.TB, t *connTable) {
 	tb.Helper()
 	seen := make(map[uint32]int)
+	spill := make(map[uint32]int) // home bucket → its keys in their alternate
 	used := 0
 	for b := range t.index.buckets {
 		bk := &t.index.buckets[b]
@@ -143,11 +144,20 @@ func checkConnIndex(tb testing.TB, t *connTable) {
 				h = t.hash(x.dst, x.src, x.dport, x.sport, c.proto)
 			}
 			home, want := t.index.home(h)
-			if tag != want || (uint32(b) != home && uint32(b) != t.index.alt(home, tag)) {
+			inAlt := uint32(b) != home
+			if tag&tagBits != want || (inAlt && uint32(b) != t.index.alt(home, want)) || inAlt != (tag&tagInAlt != 0) {
 				tb.Fatalf("bucket %d slot %d: key of entry %d dir %d (home %d, tag %#x) with tag %#x",
 					b, s, ci, r.dir(), home, want, tag)
 			}
+			if inAlt {
+				spill[home]++
+			}
 			seen[uint32(r)]++
+		}
+	}
+	for b := range t.index.buckets {
+		if got := t.index.buckets[b].spill; int(got) != spill[uint32(b)] {
+			tb.Fatalf("bucket %d counts %d keys in their alternate, has %d", b, got, spill[uint32(b)])
 		}
 	}
 	if used != 2*t.count() || t.index.keys != used || len(seen) != used {
@@ -311,7 +321,7 @@ func TestConnIndexNoRoom(t *testing.T) {
 			n := 0
 			for _, bb := range []uint32{b, x.alt(b, tag)}[:1+min(nb-1, 1)] {
 				for s, tg := range x.buckets[bb].tags {
-					if tg == tag && x.buckets[bb].refs[s] == uint32(j) {
+					if tg&tagBits == tag && x.buckets[bb].refs[s] == uint32(j) {
 						n++
 					}
 				}
@@ -430,8 +440,8 @@ func benchLookup(b *testing.B, n int) {
 	}
 }
 
-// A bucket's tag match finds exactly the slots holding the tag, wherever they are, and tag 0
-// finds the empty slots.
+// A bucket's tag match finds exactly the slots holding the tag, wherever they are and whether or
+// not the key sits in its alternate, and tag 0 finds the empty slots.
 func TestBucketMatch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for n := 0; n < 20000; n++ {
@@ -440,18 +450,22 @@ func TestBucketMatch(t *testing.T) {
 			switch rng.IntN(4) {
 			case 0: // empty
 			case 1:
-				bk.tags[s] = 0x8001 // shares the high bit with the probe below
+				bk.tags[s] = 0x0001 | uint16(rng.IntN(2))<<15 // the same tag, at home or not
 			default:
-				bk.tags[s] = uint16(rng.IntN(1 << 16))
+				bk.tags[s] = uint16(1 + rng.IntN(tagBits))
+				if rng.IntN(2) == 0 {
+					bk.tags[s] |= tagInAlt
+				}
 			}
 		}
 		for s := range bk.refs {
 			bk.refs[s] = rng.Uint32() // what follows the tags in memory must never match
 		}
-		for _, tag := range []uint16{0, 0x8001, 0x0001, bk.tags[rng.IntN(bucketSlots)], uint16(rng.IntN(1 << 16))} {
+		bk.spill = uint16(rng.Uint32())
+		for _, tag := range []uint16{0, 0x0001, bk.tags[rng.IntN(bucketSlots)] & tagBits, uint16(1 + rng.IntN(tagBits))} {
 			var want uint32
 			for s, tg := range bk.tags {
-				if tg == tag {
+				if tg&tagBits == tag {
 					want |= 1 << s
 				}
 			}

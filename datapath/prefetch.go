@@ -60,7 +60,7 @@ func (e *Engine) PrefetchBurst(frames [][]byte) {
 		if m := bk.match(tag); m != 0 {
 			pf.lines[k] = uintptr(unsafe.Pointer(&t.entries[connRef(bk.refs[bits.TrailingZeros32(m)]).entry()])) // one line
 			k++
-		} else { // a new flow, or a key displaced to its alternate bucket: the lookup reads that next
+		} else if bk.spill != 0 { // a key displaced to its alternate bucket: the lookup reads that next
 			pf.lines[k] = uintptr(unsafe.Pointer(&t.index.buckets[t.index.alt(b, tag)]))
 			k++
 		}

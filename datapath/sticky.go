@@ -68,7 +68,7 @@ func (t *stickyTable) lookup(rule uint64, k addr, h uint64) int32 {
 	if i := t.scan(b, tag, rule, k); i >= 0 {
 		return i
 	}
-	if b2 := t.index.alt(b, tag); b2 != b {
+	if b2 := t.index.alt(b, tag); b2 != b && t.index.buckets[b].spill != 0 { // else the key is not in its alternate
 		return t.scan(b2, tag, rule, k)
 	}
 	return -1
