@@ -364,21 +364,24 @@ func (t *connTable) remove(i int32) {
 	t.nfree++
 }
 
-// expired reports whether entry i has been idle in both directions for longer than its timeout.
-func (t *connTable) expired(i int32, now int64) bool {
+// expired reports whether entry i has been idle in both directions for longer than its timeout
+// at nowMs (msOf of the worker time).
+func (t *connTable) expired(i int32, nowMs uint32) bool {
 	c := &t.entries[i]
-	return msOf(now)-c.last > t.timeoutMs(c)
+	return nowMs-c.last > t.timeoutMs(c)
 }
 
 // connDead reports whether entry i must go before its next packet: idle past its timeout, or
 // its server's conn-drain deadline has passed (spec §6.9).
 func (e *Engine) connDead(i int32) bool {
-	if e.conns.expired(i, e.now) {
+	if e.conns.expired(i, e.nowMs) {
 		return true
 	}
-	if e.nDraining == 0 {
-		return false
-	}
+	return e.nDraining != 0 && e.drainDue(i)
+}
+
+// drainDue reports (and counts) whether entry i's server's conn-drain deadline has passed.
+func (e *Engine) drainDue(i int32) bool {
 	if d := e.srv[e.conns.entries[i].server].drainAt; d != 0 && e.now >= d {
 		e.count(gConnDrained)
 		return true
@@ -590,7 +593,7 @@ func (e *Engine) expireHalfOpen() {
 	t := &e.conns
 	for k := 0; k < halfOpenExpireLimit; k++ {
 		i := t.hoHead
-		if i < 0 || !t.expired(i, e.now) {
+		if i < 0 || !t.expired(i, e.nowMs) {
 			return
 		}
 		e.removeConn(i)
