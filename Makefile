@@ -72,6 +72,7 @@ bench: build hugepages
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzProcess$$' -fuzztime $(FUZZTIME) ./datapath/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFastPath$$' -fuzztime $(FUZZTIME) ./datapath/
 	$(GO) test -run '^$$' -fuzz '^FuzzCreateRule$$' -fuzztime $(FUZZTIME) ./compat/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseServers$$' -fuzztime $(FUZZTIME) ./compat/
 	$(GO) test -run '^$$' -fuzz '^FuzzOfmt$$' -fuzztime $(FUZZTIME) ./compat/
