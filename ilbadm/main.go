@@ -131,8 +131,49 @@ func eachNamed[T any](e *env, all []T, names []string, find func(string) *T, not
 	return nil
 }
 
-func (e *env) usage() {
-	fmt.Fprint(e.stderr, strings.ReplaceAll("\n"+usageText, "\nilbadm ", "\n"+e.prog+" ")[1:])
+func (e *env) usage() { e.printUsage(e.stderr) }
+
+// printUsage writes Solaris' usage message to w.
+func (e *env) printUsage(w io.Writer) {
+	fmt.Fprint(w, strings.ReplaceAll("\n"+usageText, "\nilbadm ", "\n"+e.prog+" ")[1:])
+}
+
+// subcommandUsage returns the usage lines of one subcommand (its line and continuation lines
+// of the usage message), with the program's name.
+func (e *env) subcommandUsage(cmd *command) string {
+	var out strings.Builder
+	in := false
+	for _, l := range strings.Split(usageText, "\n") {
+		if strings.HasPrefix(l, "ilbadm ") {
+			name, _, _ := strings.Cut(strings.TrimPrefix(l, "ilbadm "), "|")
+			in = name == cmd.name
+			if in {
+				l = e.prog + strings.TrimPrefix(l, "ilbadm")
+			}
+		} else if !strings.HasPrefix(l, "\t") {
+			in = false
+		}
+		if in {
+			out.WriteString(l + "\n")
+		}
+	}
+	return out.String()
+}
+
+// help answers `ilbadm --help` and `ilbadm help [SUBCOMMAND]` (extensions: Solaris has only
+// `-?`, which prints the usage on stderr and fails): the usage on stdout, status 0.
+func (e *env) help(args []string) int {
+	if len(args) == 0 {
+		e.printUsage(e.stdout)
+		return 0
+	}
+	cmd := lookup(args[0])
+	if cmd == nil {
+		e.fail(compat.Errorf("subcommand is invalid - please refer to ilbadm(%s)", compat.ManSection))
+		return 1
+	}
+	fmt.Fprint(e.stdout, "Usage:\n"+e.subcommandUsage(cmd))
+	return 0
 }
 
 // command is one subcommand: the Solaris name, its short alias and its implementation.
@@ -191,6 +232,9 @@ func main() {
 
 // main runs one ilbadm command line and returns the exit status.
 func (e *env) main(args []string) int {
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "help") {
+		return e.help(args[1:])
+	}
 	// Global options first, as getopt(":V:?") does in Solaris' main.
 	g := compat.NewGetopt(append([]string{e.prog}, args...), ":V:?")
 	for c, ok := g.Next(); ok; c, ok = g.Next() {
@@ -207,11 +251,7 @@ func (e *env) main(args []string) int {
 			}
 			fallthrough
 		default:
-			if g.Optopt == '?' {
-				e.usage()
-				return 1
-			}
-			e.fail(g.BadOption())
+			// Solaris' main prints only the usage for -? and for any unknown option.
 			e.usage()
 			return 1
 		}

@@ -222,3 +222,58 @@ func TestSocketFromEnvironment(t *testing.T) {
 		t.Fatal(api.SocketPath())
 	}
 }
+
+// Behaviours read from Solaris' ilbadm: an unknown global option prints only the usage; a
+// server-group name over 14 characters is refused by remove-server and delete-servergroup
+// before any lookup (here, with no daemon to ask); show-server of an unknown rule reports the
+// end of the walk.
+func TestSolarisEdgeBehaviours(t *testing.T) {
+	dead := filepath.Join(t.TempDir(), "none.sock")
+	out, errs, status := ilbadm(dead, "-x")
+	if out != "" || !strings.HasPrefix(errs, "Usage:\nilbadm create-rule|create-rl ") || strings.Contains(errs, "misplaced") || status != 1 {
+		t.Errorf("-x: %q %q %d", out, errs, status)
+	}
+	long := "abcdefghijklmno" // 15 characters
+	const tooLong = "ilbadm: servergroup name can only contain a maximum of 14 characters\n"
+	for _, line := range []string{"remove-server -s server=_" + long + ".0 " + long, "delete-servergroup " + long, "delete-sg " + long} {
+		if _, errs, status := ilbadm(dead, line); errs != tooLong || status != 1 {
+			t.Errorf("%s: %q %d", line, errs, status)
+		}
+	}
+	if _, errs, _ := ilbadm(dead, "delete-servergroup "+long[:14]); errs != "ilbadm: socket() failed\n" {
+		t.Errorf("a 14-character name is asked of the daemon: %q", errs)
+	}
+	sock := daemon(t)
+	runSteps(t, sock, []step{
+		{line: "create-servergroup -s server=192.0.2.11 websg"},
+		{line: "create-rule -e -i vip=203.0.113.10,port=80 -m lbalg=rr,type=HALF-NAT -o servergroup=websg webtcp"},
+		{line: "show-server -o rulename,address nosuch", stderr: "ilbadm: no such/no more element(s)\n", status: 1},
+		{line: "show-server -o rulename,address webtcp nosuch", stdout: "RULENAME            ADDRESS\nwebtcp              192.0.2.11\n",
+			stderr: "ilbadm: no such/no more element(s)\n", status: 1},
+	})
+}
+
+// `ilbadm --help` and `ilbadm help [subcommand]` (extensions) print the usage on stdout and
+// succeed; -? keeps Solaris' usage on stderr and status 1.
+func TestHelp(t *testing.T) {
+	dead := filepath.Join(t.TempDir(), "none.sock")
+	full, errs, status := ilbadm(dead, "--help")
+	if !strings.HasPrefix(full, "Usage:\nilbadm create-rule|create-rl ") || errs != "" || status != 0 {
+		t.Fatalf("--help: %q %q %d", full, errs, status)
+	}
+	if out, _, status := ilbadm(dead, "help"); out != full || status != 0 {
+		t.Errorf("help: %q %d", out, status)
+	}
+	if out, _, status := ilbadm(dead, "help show-srv"); out != "Usage:\nilbadm show-server|show-srv [[-p] -o field[,field...]] [rulename ... ]\n" || status != 0 {
+		t.Errorf("help show-srv: %q %d", out, status)
+	}
+	if out, _, _ := ilbadm(dead, "help create-rule"); !strings.HasSuffix(out, "\t-o servergroup=value name\n") || strings.Contains(out, "delete-rule") {
+		t.Errorf("help create-rule: %q", out)
+	}
+	if _, errs, status := ilbadm(dead, "help frob"); errs != "ilbadm: subcommand is invalid - please refer to ilbadm(1M)\n" || status != 1 {
+		t.Errorf("help frob: %q %d", errs, status)
+	}
+	if out, errs, status := ilbadm(dead, "-?"); out != "" || errs != full || status != 1 {
+		t.Errorf("-?: %q %q %d", out, errs, status)
+	}
+}

@@ -115,6 +115,9 @@ func removeServer(e *env, args []string) error {
 		return e.failf("mandatory argument(s) missing - refer to ilbadm(%s)", compat.ManSection)
 	}
 	name := rest[0]
+	if len(name) > rules.MaxGroupName {
+		return e.fail(compat.StatusNameTooLong) // before any lookup, as Solaris' ilbadm checks it
+	}
 	c, err := e.dial()
 	if err != nil {
 		return err
@@ -217,6 +220,9 @@ func deleteServerGroup(e *env, args []string) error {
 	if len(args) != 2 {
 		return e.failf("usage:ilbadm delete-servergroup groupname")
 	}
+	if len(args[1]) > rules.MaxGroupName {
+		return e.fail(compat.StatusNameTooLong)
+	}
 	c, err := e.dial()
 	if err != nil {
 		return err
@@ -307,5 +313,6 @@ func showServer(e *env, args []string) error {
 		}
 		return nil
 	}
-	return eachNamed(e, cfg.Rules, names, cfg.Rule, compat.StatusENORule, rule)
+	// Solaris walks the rules' servers and reports an unknown rule as the end of the walk.
+	return eachNamed(e, cfg.Rules, names, cfg.Rule, compat.StatusENOENT, rule)
 }
