@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"strings"
 	"syscall"
 	"time"
@@ -189,6 +190,7 @@ func serve(s *Settings, logger *log.Logger) error {
 	}
 	checker := startHealth(mgr, logger)
 	defer checker.close()
+	warnAdminGroup(s.AdminGroup, logger.Printf)
 	svc := &api.Service{Mgr: mgr, AdminGroup: s.AdminGroup, Log: logger, Health: checker}
 	if dp != nil {
 		svc.Tables = tables{dp}
@@ -299,5 +301,18 @@ func daemonize(args []string, socket string) int {
 				return 1
 			}
 		}
+	}
+}
+
+// warnAdminGroup logs once at start when the admin group does not exist: its members could
+// not be told from anyone else, so only root may change the configuration, which an operator
+// would otherwise learn only from a refused command.
+func warnAdminGroup(group string, logf func(string, ...any)) {
+	if group == "" {
+		logf("no admin group configured: only root may change the configuration")
+		return
+	}
+	if _, err := user.LookupGroup(group); err != nil {
+		logf("warning: admin group %q does not exist (%v): only root may change the configuration; create it (groupadd %s) or set admin-group", group, err, group)
 	}
 }

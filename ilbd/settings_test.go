@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -142,5 +143,24 @@ func TestConnTableSettings(t *testing.T) {
 		if _, err := settingsFrom(t, bad+"\n"); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// A missing admin group is reported at start, an existing one is not.
+func TestWarnAdminGroup(t *testing.T) {
+	var logged []string
+	logf := func(format string, a ...any) { logged = append(logged, fmt.Sprintf(format, a...)) }
+	warnAdminGroup("root", logf) // exists on every Linux system
+	if len(logged) != 0 {
+		t.Fatalf("existing group: %q", logged)
+	}
+	warnAdminGroup("ilb-no-such-group-xyz", logf)
+	if len(logged) != 1 || !strings.Contains(logged[0], `admin group "ilb-no-such-group-xyz" does not exist`) || !strings.Contains(logged[0], "only root") {
+		t.Fatalf("missing group: %q", logged)
+	}
+	logged = nil
+	warnAdminGroup("", logf)
+	if len(logged) != 1 || !strings.Contains(logged[0], "only root") {
+		t.Fatalf("no group: %q", logged)
 	}
 }
