@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -23,7 +24,13 @@ type Service struct {
 	Log        *log.Logger   // records every change request and its outcome; may be nil
 	Tables     Tables        // the data plane's counters and tables; nil without a data plane
 	Health     HealthChecker // health-check results; nil: none
+	// adminGroup, once set by SetAdminGroup, replaces AdminGroup.
+	adminGroup atomic.Pointer[string]
 }
+
+// SetAdminGroup replaces the admin group while the service runs (SIGHUP); safe to call
+// while connections are served.
+func (c *Service) SetAdminGroup(g string) { c.adminGroup.Store(&g) }
 
 // authorized reports whether the peer may change the configuration: root, or a member of
 // the admin group (primary or supplementary). Reading needs no authorization.
@@ -31,10 +38,14 @@ func (c *Service) authorized(p Peer) bool {
 	if p.UID == 0 {
 		return true
 	}
-	if c.AdminGroup == "" {
+	group := c.AdminGroup
+	if g := c.adminGroup.Load(); g != nil {
+		group = *g
+	}
+	if group == "" {
 		return false
 	}
-	g, err := user.LookupGroup(c.AdminGroup)
+	g, err := user.LookupGroup(group)
 	if err != nil {
 		return false
 	}

@@ -135,3 +135,20 @@ func TestOversizedRequestIsRefused(t *testing.T) {
 		t.Fatal("the oversized request was applied")
 	}
 }
+
+// SetAdminGroup replaces the configured group for the requests that follow (SIGHUP).
+func TestSetAdminGroup(t *testing.T) {
+	svc := &Service{AdminGroup: "ilb-no-such-group-xyz"}
+	peer := Peer{UID: 54321, GID: 0} // not root, primary group root (gid 0)
+	if svc.authorized(peer) {
+		t.Fatal("authorized by a group that does not exist")
+	}
+	svc.SetAdminGroup("root")
+	if !svc.authorized(peer) {
+		t.Fatal("not authorized by the new admin group")
+	}
+	svc.SetAdminGroup("")
+	if svc.authorized(peer) {
+		t.Fatal("authorized with no admin group")
+	}
+}

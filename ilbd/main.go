@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"os/user"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -90,13 +91,16 @@ func run(args []string) int {
 	if !explicit {
 		path = DefaultSettingsFile
 	}
-	s, err := loadSettings(path, explicit)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ilbd: %v\n", err)
-		return 1
-	}
+	// settings reads the file and applies the flags over it: at start, and again on SIGHUP.
 	// Precedence: flag, then environment (socket only), then settings file, then default.
-	flagErr := func() error {
+	settings := func() (*Settings, error) {
+		s, err := loadSettings(path, explicit)
+		if err != nil {
+			return nil, err
+		}
+		return s, applyFlags(s)
+	}
+	applyFlags = func(s *Settings) error {
 		if socket != "" {
 			s.Socket = socket
 		} else if env := os.Getenv(api.SocketEnv); env != "" {
@@ -137,9 +141,10 @@ func run(args []string) int {
 			}
 		}
 		return nil
-	}()
-	if flagErr != nil {
-		fmt.Fprintf(os.Stderr, "ilbd: %v\n", flagErr)
+	}
+	s, err := settings()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ilbd: %v\n", err)
 		return 1
 	}
 
@@ -154,15 +159,16 @@ func run(args []string) int {
 			logger = log.New(w, "", 0)
 		}
 	}
-	if err := serve(s, logger); err != nil {
+	if err := serve(s, logger, settings); err != nil {
 		logger.Printf("%v", err)
 		return 1
 	}
 	return 0
 }
 
-// serve runs the daemon until SIGTERM, SIGINT or SIGQUIT.
-func serve(s *Settings, logger *log.Logger) error {
+// serve runs the daemon until SIGTERM, SIGINT or SIGQUIT; SIGHUP reads the settings again
+// through reload.
+func serve(s *Settings, logger *log.Logger, reload func() (*Settings, error)) error {
 	mgr, err := rules.NewManager(&rules.Store{Path: s.Store})
 	if err != nil {
 		return fmt.Errorf("loading configuration: %w", err)
@@ -206,13 +212,26 @@ func serve(s *Settings, logger *log.Logger) error {
 	defer stopWatchdog()
 
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT)
-	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	select {
-	case got := <-sig:
-		logger.Printf("%v: stopping", got)
-	case err := <-done:
-		return err
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP)
+	signal.Ignore(syscall.SIGPIPE)
+	for stop := false; !stop; {
+		select {
+		case got := <-sig:
+			if got != syscall.SIGHUP {
+				logger.Printf("%v: stopping", got)
+				stop = true
+				break
+			}
+			daemon.SdNotify(false, daemon.SdNotifyReloading)
+			if ns, err := reload(); err != nil {
+				logger.Printf("SIGHUP: settings not reloaded: %v", err)
+			} else {
+				s = applyReload(s, ns, svc, logger.Printf)
+			}
+			daemon.SdNotify(false, daemon.SdNotifyReady)
+		case err := <-done:
+			return err
+		}
 	}
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	l.Close()
@@ -315,4 +334,67 @@ func warnAdminGroup(group string, logf func(string, ...any)) {
 	if _, err := user.LookupGroup(group); err != nil {
 		logf("warning: admin group %q does not exist (%v): only root may change the configuration; create it (groupadd %s) or set admin-group", group, err, group)
 	}
+}
+
+// applyFlags applies the command line over settings read from the file (set in run).
+var applyFlags func(*Settings) error
+
+// applyReload takes what can change while ilbd runs from the settings read again on SIGHUP
+// (the admin group) and logs every other setting that differs: those take effect at the next
+// restart. It returns the settings now in force.
+func applyReload(cur, next *Settings, svc *api.Service, logf func(string, ...any)) *Settings {
+	out := *cur
+	if next.AdminGroup != cur.AdminGroup {
+		svc.SetAdminGroup(next.AdminGroup)
+		out.AdminGroup = next.AdminGroup
+		logf("SIGHUP: admin group is now %q", next.AdminGroup)
+		warnAdminGroup(next.AdminGroup, logf)
+	}
+	changed := settingsDiff(cur, next)
+	seen := map[string]bool{}
+	for _, field := range changed {
+		key := settingKeys[field]
+		if key == "" {
+			key = field
+		}
+		if field != "AdminGroup" && !seen[key] {
+			seen[key] = true
+			logf("SIGHUP: %s changed in the settings; it takes effect when ilbd restarts", key)
+		}
+	}
+	if len(changed) == 0 {
+		logf("SIGHUP: settings unchanged")
+	}
+	return &out
+}
+
+// settingKeys names the settings file's key of each Settings field, for the reload's log.
+var settingKeys = map[string]string{
+	"Socket": "socket", "Store": "store", "AdminGroup": "admin-group", "EAL": "eal", "Ports": "port",
+	"Gateways": "gateway", "ConnTable": "conn-table", "HalfOpenTimeout": "half-open-timeout",
+	"ConnFullDrop": "conn-full", "SteerPrefix4": "steer-prefix", "SteerPrefix6": "steer-prefix",
+	"NoException": "exception",
+}
+
+// settingsDiff names the settings that differ between a and b: their fields and those of
+// the data plane's configuration.
+func settingsDiff(a, b *Settings) []string {
+	var out []string
+	va, vb := reflect.ValueOf(*a), reflect.ValueOf(*b)
+	for i := 0; i < va.NumField(); i++ {
+		f := va.Type().Field(i)
+		if f.Anonymous {
+			da, db := va.Field(i), vb.Field(i)
+			for j := 0; j < da.NumField(); j++ {
+				if !reflect.DeepEqual(da.Field(j).Interface(), db.Field(j).Interface()) {
+					out = append(out, da.Type().Field(j).Name)
+				}
+			}
+			continue
+		}
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }

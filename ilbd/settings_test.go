@@ -1,7 +1,10 @@
 package main
 
 import (
+	"github.com/ilbgo/ilb/api"
+
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,5 +165,51 @@ func TestWarnAdminGroup(t *testing.T) {
 	warnAdminGroup("", logf)
 	if len(logged) != 1 || !strings.Contains(logged[0], "only root") {
 		t.Fatalf("no group: %q", logged)
+	}
+}
+
+// SIGHUP applies a new admin group at once and names every other changed setting as one for
+// the next restart.
+func TestApplyReload(t *testing.T) {
+	cur := &Settings{Socket: "/run/ilb/s", Store: "/a", AdminGroup: "root"}
+	cur.ConnTable = 1000
+	next := *cur
+	next.AdminGroup, next.Store, next.ConnTable = "ilb-no-such-group-xyz", "/b", 2000
+	var logged []string
+	logf := func(format string, a ...any) { logged = append(logged, fmt.Sprintf(format, a...)) }
+	svc := &api.Service{AdminGroup: cur.AdminGroup}
+	got := applyReload(cur, &next, svc, logf)
+	if got.AdminGroup != next.AdminGroup || got.Store != "/a" || got.ConnTable != 1000 {
+		t.Fatalf("settings in force: %+v", got)
+	}
+	all := strings.Join(logged, "\n")
+	for _, want := range []string{`admin group is now "ilb-no-such-group-xyz"`, "does not exist",
+		"store changed in the settings; it takes effect when ilbd restarts",
+		"conn-table changed in the settings; it takes effect when ilbd restarts"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("log lacks %q:\n%s", want, all)
+		}
+	}
+	logged = nil
+	applyReload(got, got, svc, logf)
+	if len(logged) != 1 || !strings.Contains(logged[0], "unchanged") {
+		t.Errorf("unchanged settings: %q", logged)
+	}
+}
+
+// Every field of the settings has its key for the reload's log.
+func TestSettingKeysCoverSettings(t *testing.T) {
+	var a, b Settings
+	b.Socket, b.Store, b.AdminGroup = "x", "x", "x"
+	b.EAL, b.Ports, b.Gateways = []string{"x"}, make([]dataplane.Port, 1), make([]netip.Addr, 1)
+	b.ConnTable, b.HalfOpenTimeout, b.ConnFullDrop, b.SteerPrefix4, b.SteerPrefix6, b.NoException = 1, 1, true, 1, 1, true
+	changed := settingsDiff(&a, &b)
+	if len(changed) != 12 {
+		t.Errorf("%d fields differ, want 12: %v (a new field needs a key here and in the test)", len(changed), changed)
+	}
+	for _, f := range changed {
+		if settingKeys[f] == "" {
+			t.Errorf("field %s has no settings key", f)
+		}
 	}
 }
