@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ilbgo/ilb/api"
 	"github.com/ilbgo/ilb/tests/lab"
 )
 
@@ -253,5 +254,87 @@ func TestSocketActivation(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("ilbd did not stop; log:\n%s", log.String())
+	}
+}
+
+// The units in dist/ verify with systemd-analyze (with ExecStart pointed at the built ilbd),
+// the socket unit listens where ilbd and ilbadm expect, and the service reloads by SIGHUP.
+func TestUnitsVerify(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed")
+	}
+	dir := t.TempDir()
+	for _, u := range []string{"ilbd.service", "ilbd.socket"} {
+		b, err := os.ReadFile(filepath.Join("..", "dist", u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(b), "/usr/sbin/ilbd", bin(t, "ilbd"))
+		if u == "ilbd.socket" && !strings.Contains(text, "\nListenStream="+api.DefaultSocket+"\n") {
+			t.Errorf("ilbd.socket does not listen on %s", api.DefaultSocket)
+		}
+		if u == "ilbd.service" && !strings.Contains(text, "\nExecReload=/bin/kill -HUP $MAINPID\n") {
+			t.Error("ilbd.service has no ExecReload by SIGHUP")
+		}
+		if err := os.WriteFile(filepath.Join(dir, u), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := exec.Command(analyze, "verify", filepath.Join(dir, "ilbd.socket"), filepath.Join(dir, "ilbd.service")).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) != 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// SIGHUP makes a running ilbd read its settings again: a new admin group applies (and a
+// missing one is reported), a changed store is named as waiting for a restart.
+func TestSIGHUPReload(t *testing.T) {
+	dir, conf, sock := serviceDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	logPath := filepath.Join(dir, "ilbd.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.CommandContext(ctx, bin(t, "ilbd"), "-d", "-f", conf)
+	cmd.Env = cleanEnv()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	logText := func() string { b, _ := os.ReadFile(logPath); return string(b) }
+	waitLog := func(what string) {
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if strings.Contains(logText(), what) {
+				return
+			}
+		}
+		t.Fatalf("ilbd never logged %q:\n%s", what, logText())
+	}
+	waitLog("listening on")
+	settings := "socket " + sock + "\nstore " + filepath.Join(dir, "other.json") + "\nadmin-group ilb-no-such-group-xyz\n"
+	if err := os.WriteFile(conf, []byte(settings), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitLog("takes effect when ilbd restarts")
+	if _, _, code := ilbadmAt(t, sock, "show-servergroup"); code != 0 {
+		t.Error("ilbd does not serve after SIGHUP")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	log := logText()
+	for _, want := range []string{`SIGHUP: admin group is now "ilb-no-such-group-xyz"`, `admin group "ilb-no-such-group-xyz" does not exist`,
+		"SIGHUP: store changed in the settings; it takes effect when ilbd restarts"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, "stopping") && strings.Index(log, "stopping") < strings.Index(log, "SIGHUP") {
+		t.Errorf("SIGHUP stopped ilbd:\n%s", log)
 	}
 }
