@@ -6,7 +6,7 @@ BIN     := bin
 APT_PKGS := dpdk dpdk-dev libdpdk-dev pkg-config iproute2 ethtool openssh-client curl iputils-ping
 HUGEPAGES ?= 1024
 
-.PHONY: all deps build test unit e2e e2e-workers demo bench fuzz hugepages vet clean
+.PHONY: all deps build test unit e2e e2e-workers demo bench fuzz hugepages vet man clean
 
 # LAB_LCORES gives ilbd two workers on a 2-CPU machine (lcore 1 shares CPU 0 with the main
 # lcore) for the second pass of the end-to-end suite.
@@ -77,6 +77,13 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseServers$$' -fuzztime $(FUZZTIME) ./compat/
 	$(GO) test -run '^$$' -fuzz '^FuzzOfmt$$' -fuzztime $(FUZZTIME) ./compat/
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME) ./ilbadm/
+
+# man renders the manual pages (docs/man/*.md) into bin/man: man -l bin/man/ilbadm.8
+MAN_PAGES := ilbadm.8 ilbd.8 ilbd.conf.5
+man:
+	@mkdir -p $(BIN)/man
+	@for p in $(MAN_PAGES); do $(GO) tool go-md2man -in docs/man/$$p.md -out $(BIN)/man/$$p || exit 1; done
+	@echo "rendered $(MAN_PAGES) into $(BIN)/man"
 
 clean:
 	rm -rf $(BIN)
