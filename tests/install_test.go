@@ -28,7 +28,7 @@ func TestInstallAndDeb(t *testing.T) {
 		"opt/ilb/lib/systemd/system/ilbd.service": 0o644, "opt/ilb/lib/systemd/system/ilbd.socket": 0o644,
 		"opt/ilb/share/man/man8/ilbadm.8": 0o644, "opt/ilb/share/man/man8/ilbd.8": 0o644, "opt/ilb/share/man/man5/ilbd.conf.5": 0o644,
 		"opt/ilb/share/bash-completion/completions/ilbadm": 0o644,
-		"opt/ilb/lib/sysusers.d/ilb.conf": 0o644, "opt/ilb/lib/tmpfiles.d/ilb.conf": 0o644,
+		"opt/ilb/lib/sysusers.d/ilb.conf":                  0o644, "opt/ilb/lib/tmpfiles.d/ilb.conf": 0o644,
 		"opt/ilb/share/doc/ilb/README.md": 0o644, "etc/ilb/ilbd.conf.example": 0o644,
 	} {
 		st, err := os.Stat(filepath.Join(dest, path))
